@@ -1,0 +1,145 @@
+"""What the market said: closed bars and the top of the book, each with its provenance."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+
+from trader.domain.errors import DomainError
+from trader.domain.money import exact, positive_decimal, to_decimal
+from trader.domain.symbols import check_symbol
+from trader.domain.time import Timeframe, ensure_utc
+
+
+def _finite(value: float, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DomainError(f"{name} must be a number, got {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result):
+        raise DomainError(f"{name} must be finite, got {result}")
+    return result
+
+
+def _price(value: float, name: str) -> float:
+    result = _finite(value, name)
+    if result <= 0:
+        raise DomainError(f"{name} must be positive, got {result}")
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One closed OHLCV bar. `start` is the open time, as exchanges stamp bars.
+
+    Prices are floats: bars feed the models as arrays. Orders and fills use Decimals.
+    """
+
+    symbol: str
+    timeframe: Timeframe
+    start: datetime
+    open: float
+    high: float
+    low: float
+    close: float
+    volume: float
+    quote_volume: float | None = None
+
+    def __post_init__(self) -> None:
+        check_symbol(self.symbol)
+        if not isinstance(self.timeframe, Timeframe):
+            raise DomainError(f"timeframe must be a Timeframe, got {self.timeframe!r}")
+        object.__setattr__(self, "start", ensure_utc(self.start, "bar start"))
+        for name in ("open", "high", "low", "close"):
+            object.__setattr__(self, name, _price(getattr(self, name), f"bar {name}"))
+        for name in ("volume", "quote_volume"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            value = _finite(value, f"bar {name}")
+            if value < 0:
+                raise DomainError(f"bar {name} must not be negative, got {value}")
+            object.__setattr__(self, name, value)
+        if self.high < max(self.open, self.close, self.low):
+            raise DomainError(
+                f"bar high {self.high} is below open/close/low "
+                f"({self.open}/{self.close}/{self.low})"
+            )
+        if self.low > min(self.open, self.close):
+            raise DomainError(f"bar low {self.low} is above open/close ({self.open}/{self.close})")
+
+    @property
+    def end(self) -> datetime:
+        """When the bar closed (and the next one opened)."""
+        return self.start + self.timeframe.duration
+
+
+class QuoteSource(StrEnum):
+    """Where a bid/ask came from. Only REAL quotes were seen on an exchange."""
+
+    REAL = "real"
+    # Replay and backtest: derived from bars by a stated spread model.
+    MODELLED = "modelled"
+    # ADD_LATEST=0: bid = ask = last close. Its spread is unknown, never zero.
+    SYNTHETIC = "synthetic"
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """Top of the book at `at` (the exchange's timestamp for it)."""
+
+    symbol: str
+    bid: Decimal
+    ask: Decimal
+    at: datetime
+    source: QuoteSource
+    bid_size: Decimal | None = None
+    ask_size: Decimal | None = None
+
+    def __post_init__(self) -> None:
+        check_symbol(self.symbol)
+        object.__setattr__(self, "bid", positive_decimal(self.bid, "bid"))
+        object.__setattr__(self, "ask", positive_decimal(self.ask, "ask"))
+        object.__setattr__(self, "at", ensure_utc(self.at, "quote time"))
+        if not isinstance(self.source, QuoteSource):
+            raise DomainError(f"quote source must be a QuoteSource, got {self.source!r}")
+        if self.bid > self.ask:
+            raise DomainError(f"crossed quote for {self.symbol}: bid {self.bid} > ask {self.ask}")
+        if self.source is QuoteSource.SYNTHETIC and self.bid != self.ask:
+            raise DomainError("a synthetic quote has bid = ask = the last close")
+        for name in ("bid_size", "ask_size"):
+            size = getattr(self, name)
+            if size is not None:
+                size = to_decimal(size, name)
+                if size < 0:
+                    raise DomainError(f"{name} must not be negative, got {size}")
+                object.__setattr__(self, name, size)
+
+    @classmethod
+    def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:
+        return cls(symbol, last_close, last_close, at, QuoteSource.SYNTHETIC)
+
+    @property
+    def mid(self) -> Decimal:
+        with exact():
+            return (self.bid + self.ask) / 2
+
+    @property
+    def spread(self) -> Decimal | None:
+        """ask - bid; None when unknown (synthetic), so no gate can read it as zero."""
+        if self.source is QuoteSource.SYNTHETIC:
+            return None
+        with exact():
+            return self.ask - self.bid
+
+    @property
+    def spread_bps(self) -> float | None:
+        spread = self.spread
+        if spread is None:
+            return None
+        return float(spread / self.mid) * 10_000
+
+    def age(self, now: datetime) -> timedelta:
+        return ensure_utc(now, "now") - self.at

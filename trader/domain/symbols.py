@@ -1,0 +1,21 @@
+"""Unified market symbols as ccxt spells them: BASE/QUOTE, or BASE/QUOTE:SETTLE for derivatives."""
+
+from __future__ import annotations
+
+import re
+
+from trader.domain.errors import DomainError
+
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_SYMBOL = re.compile(rf"^{_PART}/{_PART}(:{_PART})?$")
+
+
+def check_symbol(symbol: str) -> str:
+    if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
+        raise DomainError(f"symbol {symbol!r} is not a unified symbol like 'SOL/USDT' (BASE/QUOTE)")
+    return symbol
+
+
+def quote_currency(symbol: str) -> str:
+    """The currency prices of `symbol` are in: 'USDT' for 'SOL/USDT' and 'BTC/USDT:USDT'."""
+    return check_symbol(symbol).split("/", 1)[1].split(":", 1)[0]
