@@ -1,0 +1,5 @@
+import sys
+
+from trader.cli import main
+
+sys.exit(main())

@@ -1,0 +1,144 @@
+"""`trader <verb>`: the daemon and its tools."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trader import __version__
+from trader.config import ConfigError, LoadedSettings, load_from_environment, load_settings
+from trader.config.loader import resolve_secrets_dir
+from trader.config.render import show_json, show_text, template
+from trader.logging import configure_logging
+from trader.service import EX_CONFIG, Service
+
+EX_UNAVAILABLE = 69  # sysexits.h: the verb exists but is not built yet
+
+# Verbs that later work fills; until then they say so plainly.
+PLANNED = {
+    "backtest": "run the engine over history and report honest statistics",
+    "forecast": "a one-shot forecast of the last window of a CSV of bars",
+    "doctor": "check the device (CUDA/CPU) and write an evidence folder",
+    "bench": "compare eager and compiled inference",
+    "download": "download bar history to Parquet",
+    "reconcile": "reconcile the ledger with the broker and print the report",
+}
+
+
+def _load(args: argparse.Namespace) -> LoadedSettings:
+    loaded = load_from_environment(args.config)
+    overrides = {}
+    if args.log_level:
+        overrides["level"] = args.log_level
+    if args.log_format:
+        overrides["format"] = args.log_format
+    configure_logging(
+        loaded.settings.log.model_copy(update=overrides), secrets=loaded.secret_values()
+    )
+    return loaded
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return asyncio.run(Service(_load(args)).run())
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    loaded = load_from_environment(args.config)
+    sys.stdout.write(show_json(loaded) if args.json else show_text(loaded))
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    if args.file is not None:
+        if not args.file.is_file():
+            raise ConfigError([f"config file {args.file} does not exist"])
+        loaded = load_settings(
+            args.file,
+            environ=environ,
+            dotenv_file=Path(".env"),
+            secrets_dir=resolve_secrets_dir(environ),
+        )
+    else:
+        loaded = load_from_environment(args.config, environ)
+    checked = loaded.config_file or "defaults (no config file)"
+    sys.stdout.write(f"ok: {checked} with secrets directory, .env and environment\n")
+    return 0
+
+
+def cmd_config_template(args: argparse.Namespace) -> int:
+    sys.stdout.write(template())
+    return 0
+
+
+def _planned(verb: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        sys.stderr.write(f"trader {verb}: not available yet ({PLANNED[verb]}).\n")
+        return EX_UNAVAILABLE
+
+    return handler
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="TOML settings file (default: $TRADER_CONFIG, else config/default.toml)",
+    )
+    common.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    common.add_argument("--log-format", choices=["auto", "json", "console"])
+
+    parser = argparse.ArgumentParser(
+        prog="trader", description="Paper/live trading daemon driven by time-series models."
+    )
+    parser.add_argument("--version", action="version", version=f"trader {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    run = verbs.add_parser("run", parents=[common], help="run the daemon")
+    run.set_defaults(handler=cmd_run)
+
+    for verb, summary in PLANNED.items():
+        planned = verbs.add_parser(verb, parents=[common], help=f"{summary} (not available yet)")
+        planned.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        planned.set_defaults(handler=_planned(verb))
+
+    config = verbs.add_parser("config", help="show or check the settings")
+    config_verbs = config.add_subparsers(dest="config_verb", required=True, metavar="ACTION")
+    show = config_verbs.add_parser(
+        "show", parents=[common], help="effective settings, secrets masked, with their sources"
+    )
+    show.add_argument("--json", action="store_true", help="print JSON")
+    show.set_defaults(handler=cmd_config_show)
+    check = config_verbs.add_parser(
+        "check", parents=[common], help="validate the settings; exit non-zero with the errors"
+    )
+    check.add_argument("file", nargs="?", type=Path, help="TOML file to check")
+    check.set_defaults(handler=cmd_config_check)
+    tmpl = config_verbs.add_parser(
+        "template", help="every setting with its default, as commented TOML"
+    )
+    tmpl.set_defaults(handler=cmd_config_template)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except ConfigError as error:
+        sys.stderr.write("trader: invalid settings:\n")
+        sys.stderr.writelines(f"  - {problem}\n" for problem in error.problems)
+        return EX_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

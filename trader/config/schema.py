@@ -1,0 +1,258 @@
+"""The daemon's settings, one model per concern. Every field says what it is for: the
+descriptions become `config/default.toml` (`trader config template`)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from trader.domain import Timeframe, check_symbol, quote_currency
+
+StrategyName = Literal["simple", "ci_guard", "maxdiff"]
+Runtime = Literal["eager", "compile"]
+PositiveSeconds = Annotated[float, Field(gt=0)]
+Money = Annotated[Decimal, Field(gt=0, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
+_INSTANCE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ExchangeSettings(Section):
+    id: str = Field("binance", description="ccxt exchange id for market data and live orders")
+    api_key: SecretStr | None = Field(None, description="API key (live trading only)")
+    api_secret: SecretStr | None = Field(None, description="API secret (live trading only)")
+    api_password: SecretStr | None = Field(
+        None, description="API passphrase, for exchanges that need one"
+    )
+    testnet: bool = Field(False, description="use the exchange's testnet, where ccxt has one")
+    timeout_s: PositiveSeconds = Field(10.0, description="timeout of one exchange request")
+
+
+class MarketSettings(Section):
+    symbols: list[str] = Field(
+        ["BTC/USDT", "SOL/USDT"],
+        min_length=1,
+        description="unified ccxt symbols to trade (env: comma-separated or a JSON list)",
+    )
+    timeframe: str = Field("1h", description="bar length: 1m, 5m, 15m, 1h, 4h, 1d, ...")
+    context_bars: int = Field(512, ge=16, le=8192, description="closed bars the model sees")
+    add_latest: bool = Field(
+        True,
+        description="attach the latest real bid/ask to each tick (ADD_LATEST); false uses a "
+        "synthetic quote (bid = ask = last close) that never passes a spread gate",
+    )
+    max_quote_age_s: PositiveSeconds = Field(
+        30.0, description="a quote older than this is stale: the symbol skips the tick"
+    )
+
+    @field_validator("symbols")
+    @classmethod
+    def _symbols(cls, symbols: list[str]) -> list[str]:
+        for symbol in symbols:
+            check_symbol(symbol)
+        duplicates = sorted({s for s in symbols if symbols.count(s) > 1})
+        if duplicates:
+            raise ValueError(f"listed more than once: {', '.join(duplicates)}")
+        return symbols
+
+    @field_validator("timeframe")
+    @classmethod
+    def _timeframe(cls, text: str) -> str:
+        Timeframe(text)
+        return text
+
+
+class TotoSettings(Section):
+    repo: str = Field("Datadog/Toto-Open-Base-1.0", description="Hugging Face repository")
+    runtime: Runtime = Field(
+        "eager", description="eager, or compile (opt-in; TOTO_DISABLE_COMPILE=0 also selects it)"
+    )
+    compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+
+
+class KronosSettings(Section):
+    repo: str = Field("NeoQuasar/Kronos-small", description="Hugging Face repository")
+    tokenizer_repo: str = Field(
+        "NeoQuasar/Kronos-Tokenizer-base", description="Hugging Face repository of the tokenizer"
+    )
+    runtime: Runtime = Field("eager", description="eager or compile")
+    compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+
+
+class ForecastSettings(Section):
+    model: Literal["toto", "kronos", "baseline"] = Field("toto", description="forecaster")
+    device: str = Field("auto", description="auto, cpu, cuda or cuda:N (cuda never falls back)")
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="auto: float32 on CPU, bfloat16 on GPUs that support it natively"
+    )
+    horizon: int = Field(1, ge=1, le=1024, description="bars ahead to forecast")
+    num_samples: int = Field(256, ge=1, le=8192, description="sample paths per forecast")
+    seed: int = Field(0, ge=0, description="random seed of the sampler")
+    quantiles: list[float] = Field(
+        [0.1, 0.4, 0.5, 0.6, 0.9], min_length=1, description="quantile levels reported"
+    )
+    weights_dir: Path | None = Field(
+        None, description="local directory of weights; default: the Hugging Face cache"
+    )
+    hf_token: SecretStr | None = Field(None, description="Hugging Face token, if a repo needs it")
+    toto: TotoSettings = TotoSettings()
+    kronos: KronosSettings = KronosSettings()
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, device: str) -> str:
+        if not _DEVICE.match(device):
+            raise ValueError(f"{device!r} is not auto, cpu, cuda or cuda:N")
+        return device
+
+    @field_validator("quantiles")
+    @classmethod
+    def _quantiles(cls, levels: list[float]) -> list[float]:
+        if any(not 0 < q < 1 for q in levels):
+            raise ValueError("quantile levels lie strictly between 0 and 1")
+        return sorted(set(levels))
+
+
+class StrategySettings(Section):
+    name: StrategyName = Field("ci_guard", description="simple, ci_guard or maxdiff")
+    per_symbol: dict[str, StrategyName] = Field(
+        {}, description='strategy for particular symbols, e.g. {"SOL/USDT" = "maxdiff"}'
+    )
+    allow_short: bool = Field(False, description="short where the venue allows it")
+    consensus: bool = Field(
+        False, description="trade only when Toto and Kronos agree on the direction"
+    )
+
+
+class RiskSettings(Section):
+    max_order_notional: Money = Field(Decimal(1000), description="largest single order, in cash")
+    max_position_notional: Money = Field(Decimal(2500), description="largest position per symbol")
+    max_total_exposure: Money = Field(Decimal(5000), description="largest sum of |positions|")
+    max_orders_per_minute: int = Field(10, ge=1, description="order rate limit")
+    max_daily_loss: Fraction = Field(0.05, description="halt after losing this share of equity")
+    max_drawdown: Fraction = Field(0.10, description="halt after this drawdown from today's peak")
+    min_edge_bps: float = Field(5.0, ge=0, description="expected edge required after fees+spread")
+
+
+class BrokerSettings(Section):
+    mode: Literal["paper", "live"] = Field("paper", description="paper or live")
+    live_confirmation: bool = Field(
+        False, description="must be true, with mode = live and API keys, to trade real money"
+    )
+    currency: str = Field("USDT", description="cash currency; every symbol is quoted in it")
+    starting_cash: Money = Field(Decimal(10000), description="paper account's starting cash")
+    maker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper maker fee")
+    taker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper taker fee")
+    slippage_bps: Decimal = Field(Decimal(2), ge=0, description="paper market-order slippage")
+    on_shutdown: Literal["keep", "cancel"] = Field(
+        "keep", description="what to do with open orders on a clean stop"
+    )
+
+
+class LedgerSettings(Section):
+    path: Path = Field(Path("var/trader.sqlite3"), description="SQLite ledger file")
+
+
+class MetricsSettings(Section):
+    enabled: bool = Field(True, description="serve /metrics, /healthz and /readyz")
+    host: str = Field("127.0.0.1", description="listen address (loopback by default)")
+    port: Port = Field(9108, description="listen port")
+
+
+class MqttSettings(Section):
+    enabled: bool = Field(False, description="publish events to an MQTT broker")
+    host: str = Field("127.0.0.1", description="broker host")
+    port: Port = Field(1883, description="broker port")
+    username: str | None = Field(None, description="broker user name")
+    password: SecretStr | None = Field(None, description="broker password")
+    tls: bool = Field(False, description="connect with TLS")
+    ca_file: Path | None = Field(None, description="CA bundle for TLS")
+    topic_prefix: str = Field("trader", description="topics are <prefix>/<instance>/...")
+    queue_size: int = Field(1000, ge=1, description="events buffered before dropping")
+    commands_enabled: bool = Field(False, description="accept signed commands on .../cmd")
+    command_secret: SecretStr | None = Field(None, description="HMAC key for signed commands")
+
+
+class ScheduleSettings(Section):
+    settle_delay_s: float = Field(5.0, ge=0, description="wait after bar close before a tick")
+    quote_poll_interval_s: PositiveSeconds = Field(10.0, description="quote/order polling period")
+    reconcile_interval_s: PositiveSeconds = Field(300.0, description="broker reconciliation period")
+    equity_snapshot_interval_s: PositiveSeconds = Field(60.0, description="equity snapshot period")
+    shutdown_deadline_s: PositiveSeconds = Field(
+        30.0, description="how long a stop waits for a running tick"
+    )
+
+
+class LogSettings(Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="auto: JSON lines off a TTY (journald, docker), colour on a TTY"
+    )
+
+
+class Settings(BaseSettings):
+    """All settings. Build them with `trader.config.load_settings`, which layers the sources
+    (defaults < TOML < secrets dir < .env < environment) and records where each value came from;
+    the class itself validates whatever values it is given and reads nothing by itself."""
+
+    model_config = SettingsConfigDict(
+        extra="forbid", frozen=True, validate_default=True, env_prefix="TRADER_"
+    )
+
+    instance: str = Field("default", description="name of this daemon in topics and locks")
+    exchange: ExchangeSettings = ExchangeSettings()
+    market: MarketSettings = MarketSettings()
+    forecast: ForecastSettings = ForecastSettings()
+    strategy: StrategySettings = StrategySettings()
+    risk: RiskSettings = RiskSettings()
+    broker: BrokerSettings = BrokerSettings()
+    ledger: LedgerSettings = LedgerSettings()
+    metrics: MetricsSettings = MetricsSettings()
+    mqtt: MqttSettings = MqttSettings()
+    schedule: ScheduleSettings = ScheduleSettings()
+    log: LogSettings = LogSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # One place reads the outside world: trader.config.loader, which also keeps provenance.
+        return (init_settings,)
+
+    @field_validator("instance")
+    @classmethod
+    def _instance(cls, name: str) -> str:
+        if not _INSTANCE.match(name):
+            raise ValueError("use 1-63 of a-z, 0-9, '_' and '-', starting with a letter or digit")
+        return name
+
+    @model_validator(mode="after")
+    def _symbols_in_cash_currency(self) -> Settings:
+        for symbol in self.market.symbols:
+            if quote_currency(symbol) != self.broker.currency:
+                raise ValueError(
+                    f"market.symbols: {symbol} is not quoted in broker.currency "
+                    f"{self.broker.currency}"
+                )
+        unknown = sorted(set(self.strategy.per_symbol) - set(self.market.symbols))
+        if unknown:
+            raise ValueError(
+                f"strategy.per_symbol names symbols not in market.symbols: {', '.join(unknown)}"
+            )
+        return self

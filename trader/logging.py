@@ -1,0 +1,107 @@
+"""structlog for the daemon and for the libraries it uses (ccxt, torch, apscheduler).
+
+JSON lines when the log stream is not a TTY (journald, `docker logs`), readable colour on a TTY.
+Logs go to stderr so that stdout stays for command output (`--json`). Context such as the tick
+id and the symbol is bound with `log_context(...)` where the work happens. Every line passes a
+redactor that masks the configured secrets, whatever library wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+import structlog
+from structlog.contextvars import bound_contextvars as log_context
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from trader.config.schema import LogSettings
+
+MASK = "**********"
+# Libraries that narrate every request at INFO; their warnings still come through.
+_CHATTY = ("ccxt", "urllib3", "asyncio", "apscheduler.scheduler", "httpx", "filelock")
+
+__all__ = ["configure_logging", "get_logger", "log_context"]
+
+
+class _Redact:
+    """Wrap a renderer: mask each secret in the rendered line, raw and JSON-escaped."""
+
+    def __init__(self, renderer: Processor, secrets: Iterable[str]) -> None:
+        self._renderer = renderer
+        forms = {form for s in secrets if s for form in (s, json.dumps(s)[1:-1])}
+        # Longest first, so a secret that contains another is masked whole.
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, logger: WrappedLogger, name: str, event: EventDict) -> str:
+        line = self._renderer(logger, name, event)
+        text = line if isinstance(line, str) else str(line)
+        for form in self._forms:
+            text = text.replace(form, MASK)
+        return text
+
+
+_FIRST = ("timestamp", "level", "logger", "event")
+
+
+def _lead_with_essentials(logger: WrappedLogger, name: str, event: EventDict) -> EventDict:
+    """timestamp, level, logger and event first: a JSON line reads left to right."""
+    ordered = {key: event.pop(key) for key in _FIRST if key in event}
+    ordered.update(event)
+    return ordered
+
+
+def configure_logging(
+    settings: LogSettings, *, stream: TextIO | None = None, secrets: Iterable[str] = ()
+) -> None:
+    """Route structlog and standard-library logging through one pipeline onto `stream`.
+
+    Logging is process-wide by nature; this is the one place that configures it.
+    """
+    out = sys.stderr if stream is None else stream
+    as_json = settings.format == "json" or (settings.format == "auto" and not out.isatty())
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    renderer: Processor
+    if as_json:
+        shared += [structlog.processors.format_exc_info, _lead_with_essentials]
+        renderer = structlog.processors.JSONRenderer(default=str)
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=True)
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            _Redact(renderer, secrets),
+        ],
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    level = logging.getLevelNamesMapping()[settings.level]
+    root.setLevel(level)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    logging.captureWarnings(True)
+
+
+def get_logger(name: str, **context: Any) -> structlog.stdlib.BoundLogger:
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger.bind(**context) if context else logger
