@@ -105,8 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for verb, summary in PLANNED.items():
         planned = verbs.add_parser(verb, parents=[common], help=f"{summary} (not available yet)")
-        planned.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        planned.set_defaults(handler=_planned(verb))
+        planned.set_defaults(handler=_planned(verb), takes_any_arguments=True)
 
     config = verbs.add_parser("config", help="show or check the settings")
     config_verbs = config.add_subparsers(dest="config_verb", required=True, metavar="ACTION")
@@ -128,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "takes_any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         code: int = args.handler(args)
     except ConfigError as error:

@@ -50,7 +50,7 @@ class MarketSettings(Section):
     add_latest: bool = Field(
         True,
         description="attach the latest real bid/ask to each tick (ADD_LATEST); false uses a "
-        "synthetic quote (bid = ask = last close) that never passes a spread gate",
+        "synthetic quote (bid and ask both the last close) that never passes a spread gate",
     )
     max_quote_age_s: PositiveSeconds = Field(
         30.0, description="a quote older than this is stale: the symbol skips the tick"

@@ -1,0 +1,169 @@
+"""The `trader` command end to end: settings, secrets, errors and the daemon's lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.integration.conftest import TRADER, clean_env
+
+pytestmark = pytest.mark.integration
+
+SECRET = "sk-test-9f8e7d6c5b4a"
+
+
+def test_add_latest_0_shows_false_and_its_source_the_environment(cli):
+    result = cli.run("config", "show", env=clean_env(ADD_LATEST="0"))
+    assert result.returncode == 0, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if line.startswith("market.add_latest ")]
+    assert row.split() == ["market.add_latest", "false", "environment", "(ADD_LATEST)"]
+    shown = json.loads(cli.run("config", "show", "--json", env=clean_env(ADD_LATEST="0")).stdout)
+    assert shown["settings"]["market.add_latest"] == {
+        "value": False,
+        "source": "environment (ADD_LATEST)",
+    }
+
+
+def test_a_secret_from_the_environment_or_secrets_directory_is_masked_everywhere(cli, tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "TRADER_MQTT__PASSWORD").write_text(SECRET + "-mqtt\n")
+    env = clean_env(TRADER_EXCHANGE__API_KEY=SECRET, CREDENTIALS_DIRECTORY=str(credentials))
+    shown = cli.run("config", "show", env=env)
+    shown_json = cli.run("config", "show", "--json", env=env)
+    checked = cli.run("config", "check", env=env)
+    bad = cli.run("config", "check", env=env | {"TRADER_MQTT__PORT": SECRET})
+    daemon = cli.start("run", "--log-level", "DEBUG", env=env)
+    daemon.wait_for("ready")
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.finish() == 0
+    settings = json.loads(shown_json.stdout)["settings"]
+    assert settings["exchange.api_key"]["value"] == "**********"
+    assert settings["mqtt.password"] == {
+        "value": "**********",
+        "source": f"secrets directory {credentials / 'TRADER_MQTT__PASSWORD'}",
+    }
+    assert bad.returncode == 78
+    assert "mqtt.port" in bad.stderr
+    daemon_output = json.dumps(daemon.lines)
+    for output in (shown.stdout, shown.stderr, shown_json.stdout, checked.stdout, bad.stderr):
+        assert SECRET not in output
+    assert SECRET not in daemon_output
+
+
+def test_a_misspelt_key_fails_config_check_naming_key_and_file(cli, tmp_path):
+    config = tmp_path / "mine.toml"
+    config.write_text('[market]\nsymbols = ["SOL/USDT"]\nadd_lates = false\n')
+    result = cli.run("config", "check", str(config))
+    assert result.returncode == 78
+    assert f"{config}: unknown key 'market.add_lates'" in result.stderr
+    assert "did you mean market.add_latest?" in result.stderr
+    assert result.stdout == ""
+    config.write_text('[market]\nsymbols = ["SOL/USDT"]\nadd_latest = false\n')
+    result = cli.run("config", "check", str(config))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"ok: {config}")
+    via_env = cli.run("config", "show", env=clean_env(TRADER_CONFIG=str(config)))
+    assert f"file {config}" in via_env.stdout
+
+
+def test_a_missing_config_file_is_an_error(cli):
+    result = cli.run("run", "--config", "nope.toml")
+    assert result.returncode == 78
+    assert "nope.toml (from --config) does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_the_daemon_comes_up_and_stops_cleanly_on_a_signal(cli, stop):
+    daemon = cli.start("run")
+    started = daemon.wait_for("starting")
+    assert started["broker_mode"] == "paper"
+    assert started["quote_source"] == "real"
+    daemon.wait_for("ready")
+    # SIGHUP must not kill it (its default action would).
+    daemon.process.send_signal(signal.SIGHUP)
+    daemon.wait_for("SIGHUP received; reloading settings is not available yet, ignored")
+    daemon.process.send_signal(stop)
+    assert daemon.finish() == 0
+    assert daemon.lines[-2]["event"] == "stopping"
+    assert daemon.lines[-2]["signal"] == stop.name
+    assert daemon.lines[-1]["event"] == "stopped"
+
+
+def test_the_daemon_states_a_synthetic_quote_source_at_start(cli):
+    daemon = cli.start("run", env=clean_env(ADD_LATEST="0"))
+    assert daemon.wait_for("starting")["quote_source"] == "synthetic"
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.finish() == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"TRADER_BROKER__MODE": "live"}, "needs broker.live_confirmation = true"),
+        (
+            {"TRADER_BROKER__MODE": "live", "TRADER_BROKER__LIVE_CONFIRMATION": "1"},
+            "needs exchange.api_key and exchange.api_secret",
+        ),
+    ],
+)
+def test_live_mode_without_every_opt_in_refuses_to_start(cli, env, reason):
+    result = cli.run("run", env=clean_env(**env))
+    assert result.returncode == 78
+    [line] = [json.loads(x) for x in result.stderr.splitlines()]
+    assert line["event"] == "refusing to start"
+    assert reason in line["reason"]
+
+
+def test_on_a_terminal_the_daemon_logs_readable_colour(tmp_path):
+    pid, fd = pty.fork()
+    if pid == 0:  # child: stdout and stderr are the terminal
+        os.chdir(tmp_path)
+        os.execve(TRADER, [TRADER, "run"], clean_env())
+    output = b""
+    deadline = time.monotonic() + 30
+    while b"ready" not in output and time.monotonic() < deadline:
+        if select.select([fd], [], [], 1)[0]:
+            output += os.read(fd, 4096)
+    os.kill(pid, signal.SIGINT)
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    text = output.decode()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert "\x1b[" in text
+    assert "stopped" in text
+    assert not text.lstrip().startswith("{")
+
+
+@pytest.mark.parametrize(
+    "verb", ["backtest", "forecast", "doctor", "bench", "download", "reconcile"]
+)
+def test_verbs_that_are_not_built_yet_say_so(cli, verb):
+    result = cli.run(verb, "--anything")
+    assert result.returncode == 69
+    assert f"trader {verb}: not available yet" in result.stderr
+
+
+def test_version_and_module_entry_point(cli):
+    assert cli.run("--version").stdout.startswith("trader ")
+    result = subprocess.run(
+        [os.sys.executable, "-m", "trader", "config", "template"],
+        cwd=cli.cwd, env=clean_env(), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0
+    assert "[market]" in result.stdout
