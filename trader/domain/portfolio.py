@@ -39,22 +39,28 @@ class Lot:
 class Position:
     symbol: str
     lots: tuple[Lot, ...] = ()
+    amount: Decimal = field(init=False)
+    cost: Decimal = field(init=False)  # what the open lots cost; negative for shorts
 
     def __post_init__(self) -> None:
         check_symbol(self.symbol)
         if len({_sign(lot.amount) for lot in self.lots}) > 1:
             raise DomainError(f"{self.symbol}: lots are all long or all short")
-
-    @property
-    def amount(self) -> Decimal:
         with exact():
-            return sum((lot.amount for lot in self.lots), ZERO)
+            object.__setattr__(self, "amount", sum((lot.amount for lot in self.lots), ZERO))
+            cost = sum((lot.amount * lot.price for lot in self.lots), ZERO)
+            object.__setattr__(self, "cost", cost)
 
-    @property
-    def cost(self) -> Decimal:
-        """What the open lots cost (negative for shorts: what they brought in)."""
-        with exact():
-            return sum((lot.amount * lot.price for lot in self.lots), ZERO)
+    @classmethod
+    def _derived(
+        cls, symbol: str, lots: tuple[Lot, ...], amount: Decimal, cost: Decimal
+    ) -> Position:
+        """A position `apply` built: it keeps the invariants `__post_init__` checks, so the
+        O(lots) re-check is skipped; a strategy that scales in bar by bar builds many lots."""
+        position = object.__new__(cls)
+        for name, value in (("symbol", symbol), ("lots", lots), ("amount", amount), ("cost", cost)):
+            object.__setattr__(position, name, value)
+        return position
 
     def unrealized_pnl(self, mark: Decimal) -> Decimal:
         with exact():
@@ -64,25 +70,30 @@ class Position:
         """The position after trading `amount` at `price`, and the P&L that trade realised."""
         amount = positive_decimal(amount, "trade amount")
         price = positive_decimal(price, "trade price")
+        lots = list(self.lots)
         with exact():
             remaining = side.sign * amount
             realized = ZERO
-            lots = list(self.lots)
+            cost = self.cost
             # Close the oldest opposite lots first.
             while remaining and lots and _sign(lots[0].amount) != _sign(remaining):
                 lot = lots[0]
-                closed = min(abs(lot.amount), abs(remaining))
                 direction = _sign(lot.amount)
-                realized += closed * (price - lot.price) * direction
-                remaining += closed * direction
-                left = lot.amount - closed * direction
-                if left:
-                    lots[0] = Lot(left, lot.price)
-                else:
+                closed = min(abs(lot.amount), abs(remaining)) * direction
+                realized += closed * (price - lot.price)
+                cost -= closed * lot.price
+                remaining += closed
+                if closed == lot.amount:
                     lots.pop(0)
+                else:
+                    lots[0] = Lot(lot.amount - closed, lot.price)
             if remaining:
                 lots.append(Lot(remaining, price))
-        return Position(self.symbol, tuple(lots)), realized
+                cost += remaining * price
+            position = Position._derived(
+                self.symbol, tuple(lots), self.amount + side.sign * amount, cost
+            )
+        return position, realized
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,10 @@ def test_cash_positions_and_equity_equal_the_rational_sums_of_the_fills(fill_lis
         held[f.symbol] += sign * Fraction(f.amount)
     assert Fraction(portfolio.cash) == cash
     for symbol in SYMBOLS:
-        assert Fraction(portfolio.position(symbol).amount) == held[symbol]
+        position = portfolio.position(symbol)
+        assert Fraction(position.amount) == held[symbol]
+        # The incrementally kept totals equal a full re-validation of the lots.
+        assert Position(symbol, position.lots) == position
     assert Fraction(portfolio.fees_paid) == sum((Fraction(f.fee) for f in fill_list), Fraction(0))
     equity = cash + sum((held[s] * Fraction(mark[s]) for s in SYMBOLS), Fraction(0))
     assert Fraction(portfolio.equity(mark)) == equity

@@ -1,0 +1,49 @@
+# The two commands: `make run` starts the daemon, `make test` runs every check. Each builds the
+# virtualenv .venv first when it is missing or pyproject.toml changed, and is quick otherwise.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+
+# torch: a box with an NVIDIA driver gets the newest CUDA build (>= 2.7, the first with
+# Blackwell sm_120 kernels); a machine without one gets a pinned release. Override either:
+#   make run TORCH_SPEC='torch==2.9.1' TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'
+HAS_NVIDIA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
+TORCH_SPEC ?= $(if $(HAS_NVIDIA),torch>=2.7,torch==2.13.0)
+TORCH_PIP_ARGS ?=
+
+RUNTIME := $(VENV)/.runtime-installed
+DEV := $(VENV)/.dev-installed
+
+.PHONY: run test lint typecheck unit venv clean
+
+run: $(RUNTIME)
+	$(BIN)/trader run
+
+test: $(DEV) lint typecheck
+	$(BIN)/pytest
+
+lint: $(DEV)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(DEV)
+	$(BIN)/mypy trader
+
+venv: $(DEV)
+
+$(RUNTIME): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "trader needs Python >= 3.11; set PYTHON=/path/to/python3.11"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(PIP) install -e .
+	@touch $@
+
+$(DEV): $(RUNTIME)
+	$(PIP) install -e '.[dev]'
+	@touch $@
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

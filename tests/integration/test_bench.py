@@ -1,0 +1,27 @@
+"""Bench scripts keep working (their figures are read by people, not asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_domain_bench_prints_its_figures_as_json(shared_data):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "domain.py"), "--quick",
+         "--data", str(shared_data / "SOLUSDT_1h.csv")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["bars"] == 500
+    assert report["fills"] == 500
+    for key in ("validated_bars_per_s", "exact_fills_per_s", "settings_load_ms_median"):
+        assert report[key] > 0
