@@ -17,16 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
-def missing(what: str) -> None:
-    """Skip for a missing binary or data set on a developer's machine; in CI, where everything
-    is installed, the same absence is a failure."""
+def missing_binary(name: str) -> None:
+    """Skip for a binary absent on a developer's machine; CI installs every binary the tests
+    need, so there the same absence is a failure."""
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-        pytest.fail(f"CI must provide {what}")
-    pytest.skip(f"{what} is not available here")
+        pytest.fail(f"CI must install {name}: see .ci/run")
+    pytest.skip(f"{name} is not installed here")
 
 
 @pytest.fixture
 def shared_data() -> Path:
+    """The recorded market data; it lives outside the repository, so a checkout without it
+    skips (with the reason) rather than fails."""
     if not (SHARED_DATA / "SOLUSDT_1h.csv").is_file():
-        missing(f"the recorded market data in {SHARED_DATA}")
+        pytest.skip(f"no recorded market data in {SHARED_DATA} (set TRADER_SHARED_DATA)")
     return SHARED_DATA
