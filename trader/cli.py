@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trader import __version__
-from trader.config import ConfigError, LoadedSettings, load_from_environment, load_settings
-from trader.config.loader import resolve_secrets_dir
+from trader.config import ConfigError, LoadedSettings, load_from_environment
 from trader.config.render import show_json, show_text, template
 from trader.logging import configure_logging
 from trader.service import EX_CONFIG, Service
@@ -53,18 +51,8 @@ def cmd_config_show(args: argparse.Namespace) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    environ = dict(os.environ)
-    if args.file is not None:
-        if not args.file.is_file():
-            raise ConfigError([f"config file {args.file} does not exist"])
-        loaded = load_settings(
-            args.file,
-            environ=environ,
-            dotenv_file=Path(".env"),
-            secrets_dir=resolve_secrets_dir(environ),
-        )
-    else:
-        loaded = load_from_environment(args.config, environ)
+    # Checks what `trader run` would load: the file with the secrets directory, .env and env.
+    loaded = load_from_environment(args.file or args.config)
     checked = loaded.config_file or "defaults (no config file)"
     sys.stdout.write(f"ok: {checked} with secrets directory, .env and environment\n")
     return 0

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from types import UnionType
+from typing import Any
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -47,6 +48,13 @@ class Leaf:
     @property
     def is_secret(self) -> bool:
         return SecretStr in _members(self.info.annotation)
+
+    def read(self, settings: BaseModel) -> Any:
+        """This setting's value in `settings`."""
+        value: Any = settings
+        for part in self.path:
+            value = getattr(value, part)
+        return value
 
     @property
     def container(self) -> type | None:

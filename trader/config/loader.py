@@ -76,14 +76,12 @@ class LoadedSettings:
 
     def secret_values(self) -> list[str]:
         """Every secret that is set, for redaction in logs."""
-        values = []
-        for leaf in leaves().values():
-            value: object = self.settings
-            for part in leaf.path:
-                value = getattr(value, part)
-            if isinstance(value, SecretStr) and value.get_secret_value():
-                values.append(value.get_secret_value())
-        return values
+        values = (leaf.read(self.settings) for leaf in leaves().values() if leaf.is_secret)
+        return [
+            v.get_secret_value()
+            for v in values
+            if isinstance(v, SecretStr) and v.get_secret_value()
+        ]
 
 
 # --- where the sources are ----------------------------------------------------------------

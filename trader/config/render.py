@@ -9,19 +9,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import SecretStr
 
-from trader.config.fields import Leaf, leaves
+from trader.config.fields import leaves
 from trader.config.loader import LoadedSettings
 
 MASK = "**********"
-
-
-def _value(model: BaseModel, leaf: Leaf) -> Any:
-    value: Any = model
-    for part in leaf.path:
-        value = getattr(value, part)
-    return value
 
 
 def _jsonable(value: Any) -> Any:
@@ -42,7 +35,7 @@ def effective(loaded: LoadedSettings) -> list[dict[str, Any]]:
     return [
         {
             "key": leaf.key,
-            "value": _jsonable(_value(loaded.settings, leaf)),
+            "value": _jsonable(leaf.read(loaded.settings)),
             "source": str(loaded.origins[leaf.key]),
         }
         for leaf in leaves().values()
