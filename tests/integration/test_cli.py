@@ -77,7 +77,7 @@ def test_a_misspelt_key_fails_config_check_naming_key_and_file(cli, tmp_path):
 def test_a_missing_config_file_is_an_error(cli):
     result = cli.run("run", "--config", "nope.toml")
     assert result.returncode == 78
-    assert "nope.toml (from --config) does not exist" in result.stderr
+    assert "config file nope.toml does not exist" in result.stderr
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])

@@ -90,13 +90,13 @@ class LoadedSettings:
 def resolve_config_file(cli_path: Path | None, environ: Mapping[str, str]) -> Path | None:
     """--config, else $TRADER_CONFIG, else config/default.toml when it exists."""
     if cli_path is not None:
-        chosen, how = cli_path, "--config"
+        chosen, how = cli_path, ""
     elif environ.get("TRADER_CONFIG"):
-        chosen, how = Path(environ["TRADER_CONFIG"]), "TRADER_CONFIG"
+        chosen, how = Path(environ["TRADER_CONFIG"]), " (from TRADER_CONFIG)"
     else:
         return DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.is_file() else None
     if not chosen.is_file():
-        raise ConfigError([f"config file {chosen} (from {how}) does not exist"])
+        raise ConfigError([f"config file {chosen}{how} does not exist"])
     return chosen
 
 

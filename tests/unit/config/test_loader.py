@@ -229,7 +229,7 @@ def test_the_config_file_is_the_flag_then_trader_config_then_the_default(tmp_pat
     assert resolve_config_file(Path("mine.toml"), {"TRADER_CONFIG": "x"}) == Path("mine.toml")
     with pytest.raises(ConfigError, match=r"nope.toml \(from TRADER_CONFIG\) does not exist"):
         resolve_config_file(None, {"TRADER_CONFIG": "nope.toml"})
-    with pytest.raises(ConfigError, match=r"nope.toml \(from --config\)"):
+    with pytest.raises(ConfigError, match=r"config file nope.toml does not exist"):
         resolve_config_file(Path("nope.toml"), {})
 
 
