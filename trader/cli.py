@@ -6,12 +6,15 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from trader import __version__
 from trader.config import ConfigError, LoadedSettings, load_from_environment
 from trader.config.render import show_json, show_text, template
+from trader.domain import Timeframe
 from trader.logging import configure_logging
+from trader.market.download_cli import download_history
 from trader.service import EX_CONFIG, Service
 
 EX_UNAVAILABLE = 69  # sysexits.h: the verb exists but is not built yet
@@ -22,7 +25,6 @@ PLANNED = {
     "forecast": "a one-shot forecast of the last window of a CSV of bars",
     "doctor": "check the device (CUDA/CPU) and write an evidence folder",
     "bench": "compare eager and compiled inference",
-    "download": "download bar history to Parquet",
     "reconcile": "reconcile the ledger with the broker and print the report",
 }
 
@@ -42,6 +44,34 @@ def _load(args: argparse.Namespace) -> LoadedSettings:
 
 def cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(Service(_load(args)).run())
+
+
+def _utc_date(text: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2024-01-31") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    loaded = _load(args)
+    settings = loaded.settings
+    exchange_settings = settings.exchange.model_copy(
+        update={"id": args.exchange or settings.exchange.id}
+    )
+    symbols = args.symbols.split(",") if args.symbols else settings.market.symbols
+    timeframe = Timeframe(args.timeframe or settings.market.timeframe)
+    return asyncio.run(
+        download_history(
+            exchange_settings,
+            symbols,
+            timeframe,
+            args.since,
+            args.until or datetime.now(UTC),
+            args.out,
+        )
+    )
 
 
 def cmd_config_show(args: argparse.Namespace) -> int:
@@ -90,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = verbs.add_parser("run", parents=[common], help="run the daemon")
     run.set_defaults(handler=cmd_run)
+
+    fetch = verbs.add_parser(
+        "download", parents=[common], help="bar history to Parquet (resumable, rate-limited)"
+    )
+    fetch.add_argument("--exchange", help="ccxt exchange id (default: exchange.id)")
+    fetch.add_argument("--symbols", help="comma-separated (default: market.symbols)")
+    fetch.add_argument("--timeframe", help="bar length (default: market.timeframe)")
+    fetch.add_argument("--since", type=_utc_date, required=True, help="first bar, UTC date")
+    fetch.add_argument("--until", type=_utc_date, help="end, UTC date (default: now)")
+    fetch.add_argument("--out", type=Path, default=Path("data"), help="folder (default: data)")
+    fetch.set_defaults(handler=cmd_download)
 
     for verb, summary in PLANNED.items():
         planned = verbs.add_parser(verb, parents=[common], help=f"{summary} (not available yet)")

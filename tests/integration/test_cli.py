@@ -151,7 +151,7 @@ def test_on_a_terminal_the_daemon_logs_readable_colour(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "verb", ["backtest", "forecast", "doctor", "bench", "download", "reconcile"]
+    "verb", ["backtest", "forecast", "doctor", "bench", "reconcile"]
 )
 def test_verbs_that_are_not_built_yet_say_so(cli, verb):
     result = cli.run(verb, "--anything")

@@ -37,6 +37,13 @@ class ExchangeSettings(Section):
     )
     testnet: bool = Field(False, description="use the exchange's testnet, where ccxt has one")
     timeout_s: PositiveSeconds = Field(10.0, description="timeout of one exchange request")
+    retry_attempts: int = Field(4, ge=1, le=20, description="tries per exchange call")
+    retry_max_delay_s: PositiveSeconds = Field(
+        20.0, description="longest wait between tries; an exchange asking for more skips the tick"
+    )
+    api_base_url: str | None = Field(
+        None, description="send REST calls here instead (the local exchange emulator)"
+    )
 
 
 class MarketSettings(Section):
@@ -55,6 +62,18 @@ class MarketSettings(Section):
     max_quote_age_s: PositiveSeconds = Field(
         30.0, description="a quote older than this is stale: the symbol skips the tick"
     )
+    allow_gaps: bool = Field(
+        False, description="the venue has trading hours, so bars are missing outside them"
+    )
+    markets_refresh_s: PositiveSeconds = Field(
+        3600.0, description="how often the exchange's market list is reloaded"
+    )
+    replay_spread: Literal["fixed", "high_low"] = Field(
+        "fixed",
+        description="replay quotes: a fixed spread, or one estimated from bar high/low "
+        "(Corwin-Schultz) with replay_spread_bps as its floor; labelled modelled, never real",
+    )
+    replay_spread_bps: float = Field(5.0, ge=0, description="replay spread (or its floor), bps")
 
     @field_validator("symbols")
     @classmethod

@@ -1,0 +1,396 @@
+"""Binance spot REST (api/v3) as the emulator answers it: the public market-data endpoints,
+Binance's JSON shapes and error codes, request weights and their 429/418 answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from aiohttp import web
+
+from trader.domain import Bar, Timeframe, decimal_from_float
+from trader.emulator.faults import Fault, FaultPlan
+from trader.emulator.market import EmulatedMarket, Instrument
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+INTERVALS = ("1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "3d", "1w")
+# Request weights as Binance documents them (approximately; enough to exercise rate limiting).
+WEIGHTS = {
+    "/api/v3/exchangeInfo": 20,
+    "/api/v3/klines": 2,
+    "/api/v3/depth": 5,
+    "/api/v3/ticker/bookTicker": 2,
+    "/api/v3/ticker/24hr": 2,
+}
+
+
+INTERNAL_ERROR = "Internal error; unable to process your request. Please try again."
+MISSING_SYMBOL = "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed."
+
+
+class BinanceError(Exception):
+    def __init__(self, code: int, msg: str, status: int = 400) -> None:
+        super().__init__(msg)
+        self.code, self.msg, self.status = code, msg, status
+
+
+def _ms(when: datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def _num(value: float | Decimal) -> str:
+    decimal = value if isinstance(value, Decimal) else decimal_from_float(value)
+    return f"{decimal:.8f}"
+
+
+@dataclass
+class RateLimit:
+    """Request weight per minute; past it 429 with Retry-After, and 418 for a client that keeps
+    going after it was told to stop."""
+
+    per_minute: int | None = None
+    used: int = 0
+    window_start: float = field(default_factory=time.monotonic)
+    refused: int = 0
+
+    def charge(self, weight: int) -> tuple[int, int] | None:
+        """(status, retry_after_s) when the request must be refused, else None."""
+        if self.per_minute is None:
+            return None
+        now = time.monotonic()
+        if now - self.window_start >= 60:
+            self.window_start, self.used, self.refused = now, 0, 0
+        retry_after = max(1, int(60 - (now - self.window_start)))
+        if self.used + weight > self.per_minute:
+            self.refused += 1
+            return (418, retry_after * 2) if self.refused > 3 else (429, retry_after)
+        self.used += weight
+        return None
+
+
+@dataclass
+class BinanceSpotApi:
+    market: EmulatedMarket
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    requests: list[str] = field(default_factory=list)  # path?query of every request, in order
+    update_id: int = 1
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        get = app.router.add_get
+        get("/api/v3/ping", self.ping)
+        get("/api/v3/time", self.time)
+        get("/api/v3/exchangeInfo", self.exchange_info)
+        get("/api/v3/klines", self.klines)
+        get("/api/v3/depth", self.depth)
+        get("/api/v3/ticker/bookTicker", self.book_ticker)
+        get("/api/v3/ticker/24hr", self.ticker_24hr)
+        app.router.add_post("/__emulator__/faults", self.add_faults)
+        app.router.add_delete("/__emulator__/faults", self.clear_faults)
+        get("/__emulator__/requests", self.request_log)
+        return app
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/__emulator__/"):
+            return await handler(request)
+        self.requests.append(request.path_qs)
+        refused = self.rate_limit.charge(WEIGHTS.get(request.path, 1))
+        if refused is not None:
+            status, retry_after = refused
+            return web.json_response(
+                {"code": -1003, "msg": "Too much request weight used; please use WebSocket."},
+                status=status,
+                headers={"Retry-After": str(retry_after)},
+            )
+        fault = self.faults.take(request.path)
+        if fault is not None and not fault.after:
+            early = await self._apply(fault, request)
+            if early is not None:
+                return early
+        try:
+            response = await handler(request)
+        except BinanceError as error:
+            return web.json_response({"code": error.code, "msg": error.msg}, status=error.status)
+        if fault is not None and fault.after:
+            late = await self._apply(fault, request)
+            if late is not None:
+                return late
+        used = {"X-MBX-USED-WEIGHT-1M": str(self.rate_limit.used)}
+        response.headers.update(used)
+        return response
+
+    async def _apply(self, fault: Fault, request: web.Request) -> web.StreamResponse | None:
+        """The faulty answer, or None when the request should then be answered normally."""
+        if fault.kind == "delay":
+            await asyncio.sleep(fault.delay_s)
+            return None
+        if fault.kind == "status":
+            headers = {"Retry-After": str(fault.retry_after_s)} if fault.retry_after_s else None
+            body = fault.body or json.dumps({"code": -1001, "msg": INTERNAL_ERROR})
+            return web.Response(
+                text=body, status=fault.status, headers=headers, content_type="application/json"
+            )
+        if fault.kind == "malformed":
+            body = fault.body if fault.body is not None else "<html><body>502 Bad Gateway</body>"
+            return web.Response(text=body, status=200, content_type="application/json")
+        # "drop": close the connection without an answer.
+        if request.transport is not None:
+            request.transport.close()
+        raise asyncio.CancelledError
+
+    def _instrument(self, request: web.Request) -> Instrument:
+        symbol = request.query.get("symbol")
+        if not symbol:
+            raise BinanceError(-1102, MISSING_SYMBOL)
+        instrument = self.market.instrument(symbol)
+        if instrument is None:
+            raise BinanceError(-1121, "Invalid symbol.")
+        return instrument
+
+    def _limit(self, request: web.Request, default: int, most: int) -> int:
+        try:
+            limit = int(request.query.get("limit", default))
+        except ValueError:
+            raise BinanceError(-1100, "Illegal characters found in parameter 'limit'.") from None
+        if not 1 <= limit <= most:
+            raise BinanceError(-1130, "Data sent for parameter 'limit' is not valid.")
+        return limit
+
+    # --- endpoints --------------------------------------------------------------------------
+
+    async def ping(self, request: web.Request) -> web.Response:
+        return web.json_response({})
+
+    async def time(self, request: web.Request) -> web.Response:
+        return web.json_response({"serverTime": _ms(self.market.clock())})
+
+    async def exchange_info(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {
+                "timezone": "UTC",
+                "serverTime": _ms(self.market.clock()),
+                "rateLimits": [
+                    {
+                        "rateLimitType": "REQUEST_WEIGHT",
+                        "interval": "MINUTE",
+                        "intervalNum": 1,
+                        "limit": self.rate_limit.per_minute or 6000,
+                    },
+                    {
+                        "rateLimitType": "ORDERS",
+                        "interval": "SECOND",
+                        "intervalNum": 10,
+                        "limit": 100,
+                    },
+                ],
+                "exchangeFilters": [],
+                "symbols": [_symbol_info(i) for i in self.market.instruments],
+            }
+        )
+
+    async def klines(self, request: web.Request) -> web.Response:
+        instrument = self._instrument(request)
+        interval = request.query.get("interval", "")
+        if interval not in INTERVALS:
+            raise BinanceError(-1120, "Invalid interval.")
+        limit = self._limit(request, 500, 1000)
+        try:
+            bars = self.market.bars(instrument.venue_id, Timeframe(interval))
+        except ValueError:
+            raise BinanceError(-1120, "Invalid interval.") from None
+        start = request.query.get("startTime")
+        end = request.query.get("endTime")
+        if start is not None:
+            bars = [b for b in bars if _ms(b.start) >= int(start)]
+        if end is not None:
+            bars = [b for b in bars if _ms(b.start) <= int(end)]
+        bars = bars[:limit] if start is not None else bars[-limit:]
+        return web.json_response([_kline(bar) for bar in bars])
+
+    async def depth(self, request: web.Request) -> web.Response:
+        instrument = self._instrument(request)
+        limit = self._limit(request, 100, 5000)
+        book = self.market.top_of_book(instrument.venue_id)
+        self.update_id += 1
+        if book is None:
+            return web.json_response({"lastUpdateId": self.update_id, "bids": [], "asks": []})
+        bid, ask = book
+        tick = instrument.tick_size
+        levels = range(min(limit, 20))
+        return web.json_response(
+            {
+                "lastUpdateId": self.update_id,
+                "bids": [
+                    [_num(bid - n * tick), _num(Decimal(10 + n))]
+                    for n in levels
+                    if bid - n * tick > 0
+                ],
+                "asks": [[_num(ask + n * tick), _num(Decimal(10 + n))] for n in levels],
+            }
+        )
+
+    async def book_ticker(self, request: web.Request) -> web.Response:
+        if "symbol" in request.query:
+            return web.json_response(self._book_ticker(self._instrument(request)))
+        wanted = request.query.get("symbols")
+        instruments = self.market.instruments
+        if wanted is not None:
+            try:
+                names = json.loads(wanted)
+            except json.JSONDecodeError:
+                raise BinanceError(
+                    -1100, "Illegal characters found in parameter 'symbols'."
+                ) from None
+            instruments = []
+            for name in names:
+                instrument = self.market.instrument(name)
+                if instrument is None:
+                    raise BinanceError(-1121, "Invalid symbol.")
+                instruments.append(instrument)
+        return web.json_response([self._book_ticker(i) for i in instruments])
+
+    def _book_ticker(self, instrument: Instrument) -> dict[str, Any]:
+        book = self.market.top_of_book(instrument.venue_id)
+        bid, ask = book if book is not None else (Decimal(0), Decimal(0))
+        return {
+            "symbol": instrument.venue_id,
+            "bidPrice": _num(bid),
+            "bidQty": _num(Decimal(10)),
+            "askPrice": _num(ask),
+            "askQty": _num(Decimal(10)),
+        }
+
+    async def ticker_24hr(self, request: web.Request) -> web.Response:
+        instrument = self._instrument(request)
+        now = self.market.clock()
+        day = [
+            b
+            for b in self.market.bars(instrument.venue_id, self._timeframe(instrument))
+            if b.end <= now
+        ][-24:]
+        book = self.market.top_of_book(instrument.venue_id)
+        if not day or book is None:
+            raise BinanceError(-1121, "Invalid symbol.")
+        bid, ask = book
+        return web.json_response(
+            {
+                "symbol": instrument.venue_id,
+                "priceChange": _num(
+                    decimal_from_float(day[-1].close) - decimal_from_float(day[0].open)
+                ),
+                "priceChangePercent": "0.000",
+                "weightedAvgPrice": _num(day[-1].close),
+                "prevClosePrice": _num(day[0].open),
+                "lastPrice": _num(day[-1].close),
+                "lastQty": _num(Decimal(1)),
+                "bidPrice": _num(bid),
+                "bidQty": _num(Decimal(10)),
+                "askPrice": _num(ask),
+                "askQty": _num(Decimal(10)),
+                "openPrice": _num(day[0].open),
+                "highPrice": _num(max(b.high for b in day)),
+                "lowPrice": _num(min(b.low for b in day)),
+                "volume": _num(sum(b.volume for b in day)),
+                "quoteVolume": _num(sum(b.quote_volume or 0.0 for b in day)),
+                "openTime": _ms(day[0].start),
+                "closeTime": _ms(now),
+                "firstId": 1,
+                "lastId": 2,
+                "count": 2,
+            }
+        )
+
+    def _timeframe(self, instrument: Instrument) -> Timeframe:
+        return self.market.timeframe(instrument.venue_id)
+
+    # --- control ----------------------------------------------------------------------------
+
+    async def add_faults(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.faults.add(*(Fault.from_json(item) for item in body))
+        return web.json_response({"faults": len(self.faults.faults)})
+
+    async def clear_faults(self, request: web.Request) -> web.Response:
+        self.faults.clear()
+        return web.json_response({"faults": 0})
+
+    async def request_log(self, request: web.Request) -> web.Response:
+        return web.json_response(self.requests)
+
+
+def _kline(bar: Bar) -> list[Any]:
+    return [
+        _ms(bar.start),
+        _num(bar.open),
+        _num(bar.high),
+        _num(bar.low),
+        _num(bar.close),
+        _num(bar.volume),
+        _ms(bar.end) - 1,
+        _num(bar.quote_volume or 0.0),
+        100,
+        _num(bar.volume / 2),
+        _num((bar.quote_volume or 0.0) / 2),
+        "0",
+    ]
+
+
+def _symbol_info(instrument: Instrument) -> dict[str, Any]:
+    return {
+        "symbol": instrument.venue_id,
+        "status": "TRADING",
+        "baseAsset": instrument.base,
+        "baseAssetPrecision": 8,
+        "quoteAsset": instrument.quote,
+        "quotePrecision": 8,
+        "quoteAssetPrecision": 8,
+        "baseCommissionPrecision": 8,
+        "quoteCommissionPrecision": 8,
+        "orderTypes": ["LIMIT", "LIMIT_MAKER", "MARKET", "STOP_LOSS_LIMIT", "TAKE_PROFIT_LIMIT"],
+        "icebergAllowed": True,
+        "ocoAllowed": True,
+        "otoAllowed": True,
+        "quoteOrderQtyMarketAllowed": True,
+        "allowTrailingStop": True,
+        "cancelReplaceAllowed": True,
+        "isSpotTradingAllowed": True,
+        "isMarginTradingAllowed": False,
+        "filters": [
+            {
+                "filterType": "PRICE_FILTER",
+                "minPrice": _num(instrument.tick_size),
+                "maxPrice": "1000000.00000000",
+                "tickSize": _num(instrument.tick_size),
+            },
+            {
+                "filterType": "LOT_SIZE",
+                "minQty": _num(instrument.min_qty),
+                "maxQty": "9000000.00000000",
+                "stepSize": _num(instrument.step_size),
+            },
+            {
+                "filterType": "NOTIONAL",
+                "minNotional": _num(instrument.min_notional),
+                "applyMinToMarket": True,
+                "maxNotional": "9000000.00000000",
+                "applyMaxToMarket": False,
+                "avgPriceMins": 5,
+            },
+            {"filterType": "MAX_NUM_ORDERS", "maxNumOrders": 200},
+        ],
+        "permissions": [],
+        "permissionSets": [["SPOT"]],
+        "defaultSelfTradePreventionMode": "EXPIRE_MAKER",
+        "allowedSelfTradePreventionModes": ["EXPIRE_TAKER", "EXPIRE_MAKER", "EXPIRE_BOTH"],
+    }

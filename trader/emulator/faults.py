@@ -1,0 +1,54 @@
+"""Faults the emulator injects into matching requests: latency, HTTP errors, malformed bodies,
+dropped connections. Each fault hits a number of matching requests and is then used up."""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FaultKind = Literal["delay", "status", "malformed", "drop"]
+
+
+@dataclass
+class Fault:
+    kind: FaultKind
+    path: str = "*"  # fnmatch pattern on the request path, e.g. "/api/v3/klines"
+    times: int = 1  # matching requests it hits; -1 for all of them
+    probability: float = 1.0
+    delay_s: float = 0.0  # "delay": wait this long before answering
+    status: int = 500  # "status": answer with this HTTP status
+    retry_after_s: int | None = None  # "status": a Retry-After header
+    body: str | None = None  # "status"/"malformed": the body sent instead
+    after: bool = False  # apply after the request took effect (e.g. order accepted, then timeout)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Fault:
+        return cls(**data)
+
+
+@dataclass
+class FaultPlan:
+    faults: list[Fault] = field(default_factory=list)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))  # noqa: S311 - test faults, not crypto
+
+    def add(self, *faults: Fault) -> None:
+        self.faults.extend(faults)
+
+    def clear(self) -> None:
+        self.faults.clear()
+
+    def take(self, path: str) -> Fault | None:
+        """The first live fault matching `path` (counting it as used), or None."""
+        for fault in self.faults:
+            if not fnmatch.fnmatchcase(path, fault.path):
+                continue
+            if fault.probability < 1.0 and self.rng.random() >= fault.probability:
+                continue
+            if fault.times > 0:
+                fault.times -= 1
+                if fault.times == 0:
+                    self.faults.remove(fault)
+            return fault
+        return None

@@ -1,0 +1,67 @@
+"""Serve the emulator on loopback: `async with EmulatorServer(market) as server: ...`."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from aiohttp import web
+
+from trader.emulator.binance import BinanceSpotApi, RateLimit
+from trader.emulator.faults import FaultPlan
+from trader.emulator.market import EmulatedMarket
+
+
+class EmulatorServer:
+    def __init__(
+        self,
+        market: EmulatedMarket,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: FaultPlan | None = None,
+        weight_limit_per_minute: int | None = None,
+    ) -> None:
+        self.api = BinanceSpotApi(
+            market, faults or FaultPlan(), RateLimit(per_minute=weight_limit_per_minute)
+        )
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self.port = port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}"
+
+    @property
+    def faults(self) -> FaultPlan:
+        return self.api.faults
+
+    @property
+    def requests(self) -> list[str]:
+        return self.api.requests
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.api.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound port only here
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> EmulatorServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,70 @@
+"""The rolling window of recent bars per symbol, kept in the ledger."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from trader.domain import Bar, DomainError, Timeframe, from_epoch_ms
+from trader.ledger.database import Database
+
+
+def _ms(bar: Bar) -> int:
+    return int(bar.start.timestamp() * 1000)
+
+
+class BarStore:
+    def __init__(self, database: Database, keep: int) -> None:
+        self._db = database
+        self.keep = keep  # newest bars kept per symbol and timeframe
+
+    async def save(self, bars: Sequence[Bar]) -> None:
+        if not bars:
+            return
+        rows = [
+            (b.symbol, b.timeframe.text, _ms(b), b.open, b.high, b.low, b.close, b.volume,
+             b.quote_volume)
+            for b in bars
+        ]  # fmt: skip
+        first = bars[0]
+
+        def write(connection: sqlite3.Connection) -> None:
+            with connection:
+                connection.execute("BEGIN")
+                connection.executemany(
+                    """INSERT INTO bars VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (symbol, timeframe, start_ms) DO UPDATE SET
+                       open = excluded.open, high = excluded.high, low = excluded.low,
+                       close = excluded.close, volume = excluded.volume,
+                       quote_volume = excluded.quote_volume""",
+                    rows,
+                )
+                connection.execute(
+                    """DELETE FROM bars WHERE symbol = ? AND timeframe = ? AND start_ms < (
+                         SELECT start_ms FROM bars WHERE symbol = ? AND timeframe = ?
+                         ORDER BY start_ms DESC LIMIT 1 OFFSET ?)""",
+                    (first.symbol, first.timeframe.text, first.symbol, first.timeframe.text,
+                     self.keep - 1),
+                )  # fmt: skip
+
+        await self._db.run(write)
+
+    async def load(self, symbol: str, timeframe: Timeframe, count: int) -> list[Bar]:
+        """The newest `count` bars, oldest first. A row that no longer validates ends the
+        window there: what follows it is kept, what precedes it is dropped."""
+
+        def read(connection: sqlite3.Connection) -> list[tuple[object, ...]]:
+            return connection.execute(
+                """SELECT start_ms, open, high, low, close, volume, quote_volume FROM bars
+                   WHERE symbol = ? AND timeframe = ? ORDER BY start_ms DESC LIMIT ?""",
+                (symbol, timeframe.text, count),
+            ).fetchall()
+
+        bars: list[Bar] = []
+        for start_ms, *values in await self._db.run(read):
+            try:
+                bars.append(Bar(symbol, timeframe, from_epoch_ms(start_ms), *values))  # type: ignore[arg-type]
+            except DomainError:
+                break
+        bars.reverse()
+        return bars

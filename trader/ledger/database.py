@@ -1,0 +1,84 @@
+"""One SQLite connection, owned by one thread: callers `await db.run(fn)` and the event loop
+never waits on the disk. WAL mode with synchronous=FULL: a committed write survives a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from trader.ledger.migrations import MIGRATIONS
+
+T = TypeVar("T")
+
+
+class LedgerError(Exception):
+    """The ledger cannot be used as it is (newer schema, unreadable file)."""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute("PRAGMA foreign_keys=ON")
+    connection.execute("PRAGMA busy_timeout=5000")
+    return connection
+
+
+def migrate(connection: sqlite3.Connection) -> int:
+    """Apply the migrations this file does not have yet; return the schema version."""
+    (version,) = connection.execute("PRAGMA user_version").fetchone()
+    if version > len(MIGRATIONS):
+        raise LedgerError(
+            f"the ledger has schema version {version}, newer than this trader "
+            f"({len(MIGRATIONS)}): upgrade trader or point ledger.path elsewhere"
+        )
+    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in filter(str.strip, script.split(";")):
+                connection.execute(statement)
+            connection.execute(f"PRAGMA user_version = {number}")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+    return len(MIGRATIONS)
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
+        self._connection: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: Path) -> Database:
+        database = cls(path)
+        try:
+            database._connection = await database._submit(lambda: _connect(path))
+            await database.run(migrate)
+        except sqlite3.DatabaseError as error:
+            await database.close()
+            raise LedgerError(f"ledger {path}: {error}") from error
+        return database
+
+    async def _submit(self, work: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` with the connection on the ledger's thread."""
+        connection = self._connection
+        if connection is None:
+            raise LedgerError("the ledger is closed")
+        return await self._submit(lambda: work(connection))
+
+    async def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await self._submit(connection.close)
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,52 @@
+"""The market-data port: what every source of bars and quotes (an exchange, a recording) offers."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from trader.domain import Timeframe
+from trader.market.hygiene import RawQuote, Row
+
+
+class UnknownSymbols(Exception):
+    """Symbols the source does not list; the message names each, with a suggestion."""
+
+    def __init__(self, source: str, unknown: Sequence[str], known: Iterable[str]) -> None:
+        known = list(known)
+        parts = []
+        for symbol in unknown:
+            close = difflib.get_close_matches(symbol, known, n=1, cutoff=0.6)
+            parts.append(f"{symbol} (did you mean {close[0]}?)" if close else symbol)
+        super().__init__(f"{source} does not list: {', '.join(parts)}")
+        self.unknown = list(unknown)
+
+
+class MarketData(Protocol):
+    """A source of bars and quotes. Rows come back as the source sent them (the forming bar
+    included); `trader.market.hygiene` turns them into domain values or skip reasons."""
+
+    name: str
+
+    async def start(self, symbols: Sequence[str]) -> None:
+        """Connect and check that every symbol exists; raise UnknownSymbols otherwise."""
+        ...
+
+    async def ohlcv(
+        self, symbol: str, timeframe: Timeframe, since: datetime | None, limit: int
+    ) -> list[Row]:
+        """Up to `limit` bars starting at or after `since` (the latest ones when None)."""
+        ...
+
+    async def top_of_book(self, symbols: Sequence[str]) -> dict[str, RawQuote]:
+        """The best bid and ask per symbol, where the source has them."""
+        ...
+
+    @property
+    def page_limit(self) -> int:
+        """The most bars one `ohlcv` call returns."""
+        ...
+
+    async def close(self) -> None: ...

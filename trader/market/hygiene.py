@@ -1,0 +1,201 @@
+"""Data hygiene: raw rows and quotes from any source become domain values, or a reason.
+
+Every problem has a `SkipReason` (a bounded set: it is a metric label). A symbol with a problem
+skips the tick; nothing downstream sees the bad data. Bars are accepted only as a contiguous
+run continuing the window, so a bad row never leaves a hole behind a good one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+
+from trader.domain import Bar, Quote, QuoteSource, Timeframe, decimal_from_float, from_epoch_ms
+
+
+class SkipReason(StrEnum):
+    INVALID_BAR = "invalid_bar"  # missing, non-numeric or non-finite field
+    NON_POSITIVE_PRICE = "non_positive_price"
+    INCONSISTENT_BAR = "inconsistent_bar"  # high/low do not bound open/close
+    NEGATIVE_VOLUME = "negative_volume"
+    DUPLICATE_BAR = "duplicate_bar"
+    OUT_OF_ORDER_BAR = "out_of_order_bar"
+    GAP = "gap"
+    STALE_BARS = "stale_bars"  # the bar that closed at tick time is not there
+    INSUFFICIENT_HISTORY = "insufficient_history"
+    NO_QUOTE = "no_quote"
+    INVALID_QUOTE = "invalid_quote"
+    CROSSED_QUOTE = "crossed_quote"
+    STALE_QUOTE = "stale_quote"
+    EXCHANGE_UNAVAILABLE = "exchange_unavailable"
+
+
+# (start in epoch ms, open, high, low, close, volume[, quote volume]) as the source sent it.
+Row = Sequence[object]
+
+
+@dataclass(frozen=True)
+class RawQuote:
+    """Top of book as the source sent it; `exchange_time` is None when the venue gives none."""
+
+    bid: object
+    ask: object
+    received_at: datetime
+    exchange_time: datetime | None = None
+    bid_size: object = None
+    ask_size: object = None
+    source: QuoteSource = QuoteSource.REAL
+
+
+@dataclass
+class SkipCounter:
+    """Counts of skipped data by reason (the daemon exports them as a metric)."""
+
+    counts: Counter[SkipReason] = field(default_factory=Counter)
+
+    def add(self, reason: SkipReason, n: int = 1) -> None:
+        self.counts[reason] += n
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
+
+
+def _start(row: Row) -> datetime | None:
+    start_ms = row[0] if len(row) else None
+    if isinstance(start_ms, bool) or not isinstance(start_ms, int | float):
+        return None
+    if not math.isfinite(start_ms) or start_ms != int(start_ms):
+        return None
+    return from_epoch_ms(int(start_ms))
+
+
+def parse_row(row: Row, symbol: str, timeframe: Timeframe) -> Bar | SkipReason:
+    start = _start(row)
+    if start is None or len(row) < 6:
+        return SkipReason.INVALID_BAR
+    values = [_number(v) for v in row[1:6]]
+    has_quote_volume = len(row) > 6 and row[6] is not None
+    quote_volume = _number(row[6]) if has_quote_volume else None
+    if any(v is None for v in values) or (has_quote_volume and quote_volume is None):
+        return SkipReason.INVALID_BAR
+    open_, high, low, close, volume = (v for v in values if v is not None)
+    if min(open_, high, low, close) <= 0:
+        return SkipReason.NON_POSITIVE_PRICE
+    if high < max(open_, close, low) or low > min(open_, close):
+        return SkipReason.INCONSISTENT_BAR
+    if volume < 0 or (quote_volume is not None and quote_volume < 0):
+        return SkipReason.NEGATIVE_VOLUME
+    return Bar(symbol, timeframe, start, open_, high, low, close, volume, quote_volume)
+
+
+@dataclass(frozen=True)
+class BarCheck:
+    """New closed bars that continue the window, and what was wrong with the rest."""
+
+    bars: list[Bar]
+    problems: Counter[SkipReason]
+    gap_from: datetime | None  # the first missing bar's start, for a refill
+
+    @property
+    def first_problem(self) -> SkipReason | None:
+        return next(iter(self.problems), None)
+
+
+def check_rows(
+    rows: Sequence[Row],
+    symbol: str,
+    timeframe: Timeframe,
+    now: datetime,
+    *,
+    after: datetime | None,
+    allow_gaps: bool,
+) -> BarCheck:
+    """Closed bars from `rows` that continue a window whose last bar started at `after`.
+
+    Rows the window already has and the still-forming bar (ending after `now`) are passed over
+    without complaint. Anything else that breaks the run is counted and ends the run: later
+    rows are checked and counted but not accepted.
+    """
+    accepted: list[Bar] = []
+    problems: Counter[SkipReason] = Counter()
+    seen: set[datetime] = set()
+    previous: datetime | None = None  # order within this batch
+    last = after  # the run being extended
+    gap_from: datetime | None = None
+    for row in rows:
+        start = _start(row)
+        if start is not None and after is not None and start <= after:
+            continue  # the window has it
+        parsed = parse_row(row, symbol, timeframe)
+        if isinstance(parsed, SkipReason):
+            problems[parsed] += 1
+            continue
+        if parsed.end > now:
+            continue  # still forming
+        if parsed.start in seen:
+            problems[SkipReason.DUPLICATE_BAR] += 1
+            continue
+        seen.add(parsed.start)
+        if previous is not None and parsed.start < previous:
+            problems[SkipReason.OUT_OF_ORDER_BAR] += 1
+            continue
+        previous = parsed.start
+        if problems:
+            continue
+        if last is not None and parsed.start - last != timeframe.duration and not allow_gaps:
+            problems[SkipReason.GAP] += 1
+            gap_from = last + timeframe.duration
+            continue
+        accepted.append(parsed)
+        last = parsed.start
+    return BarCheck(accepted, problems, gap_from)
+
+
+def is_fresh(last: Bar | None, now: datetime) -> bool:
+    """Whether `last` is the bar that closed most recently before `now`."""
+    return last is not None and last.end > now - last.timeframe.duration
+
+
+def _price(value: object) -> Decimal | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        if isinstance(value, Decimal):
+            price = value
+        elif isinstance(value, float):
+            price = decimal_from_float(value) if math.isfinite(value) else Decimal("NaN")
+        else:
+            price = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return price if price.is_finite() and price > 0 else None
+
+
+def check_quote(
+    raw: RawQuote | None, symbol: str, now: datetime, max_age: timedelta
+) -> Quote | SkipReason:
+    if raw is None or raw.bid is None or raw.ask is None:
+        return SkipReason.NO_QUOTE
+    bid, ask = _price(raw.bid), _price(raw.ask)
+    if bid is None or ask is None:
+        return SkipReason.INVALID_QUOTE
+    # A real book cannot stay locked (bid = ask): that would be a free round trip, not a quote.
+    if bid > ask or (bid == ask and raw.source is not QuoteSource.SYNTHETIC):
+        return SkipReason.CROSSED_QUOTE
+    at = raw.exchange_time or raw.received_at
+    if now - at > max_age:
+        return SkipReason.STALE_QUOTE
+    sizes = [_price(s) if s is not None else None for s in (raw.bid_size, raw.ask_size)]
+    return Quote(symbol, bid, ask, at, raw.source, sizes[0], sizes[1])
