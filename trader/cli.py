@@ -14,7 +14,6 @@ from trader.config import ConfigError, LoadedSettings, load_from_environment
 from trader.config.render import show_json, show_text, template
 from trader.domain import Timeframe
 from trader.logging import configure_logging
-from trader.market.download_cli import download_history
 from trader.service import EX_CONFIG, Service
 
 EX_UNAVAILABLE = 69  # sysexits.h: the verb exists but is not built yet
@@ -55,6 +54,9 @@ def _utc_date(text: str) -> datetime:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    # Imported here: ccxt takes most of a second to import, and other verbs do not need it.
+    from trader.market.download_cli import download_history  # noqa: PLC0415
+
     loaded = _load(args)
     settings = loaded.settings
     exchange_settings = settings.exchange.model_copy(

@@ -150,9 +150,7 @@ def test_on_a_terminal_the_daemon_logs_readable_colour(tmp_path):
     assert not text.lstrip().startswith("{")
 
 
-@pytest.mark.parametrize(
-    "verb", ["backtest", "forecast", "doctor", "bench", "reconcile"]
-)
+@pytest.mark.parametrize("verb", ["backtest", "forecast", "doctor", "bench", "reconcile"])
 def test_verbs_that_are_not_built_yet_say_so(cli, verb):
     result = cli.run(verb, "--anything")
     assert result.returncode == 69

@@ -81,6 +81,7 @@ class BinanceSpotApi:
     faults: FaultPlan = field(default_factory=FaultPlan)
     rate_limit: RateLimit = field(default_factory=RateLimit)
     requests: list[str] = field(default_factory=list)  # path?query of every request, in order
+    klines_cap: int = 1000  # some venues return fewer bars than asked; this one can too
     update_id: int = 1
 
     def app(self) -> web.Application:
@@ -204,7 +205,7 @@ class BinanceSpotApi:
         interval = request.query.get("interval", "")
         if interval not in INTERVALS:
             raise BinanceError(-1120, "Invalid interval.")
-        limit = self._limit(request, 500, 1000)
+        limit = min(self._limit(request, 500, 1000), self.klines_cap)
         try:
             bars = self.market.bars(instrument.venue_id, Timeframe(interval))
         except ValueError:
@@ -243,22 +244,24 @@ class BinanceSpotApi:
     async def book_ticker(self, request: web.Request) -> web.Response:
         if "symbol" in request.query:
             return web.json_response(self._book_ticker(self._instrument(request)))
+        return web.json_response([self._book_ticker(i) for i in self._instruments(request)])
+
+    def _instruments(self, request: web.Request) -> list[Instrument]:
+        """The instruments named by `symbols=["A","B"]`, or all of them."""
         wanted = request.query.get("symbols")
-        instruments = self.market.instruments
-        if wanted is not None:
-            try:
-                names = json.loads(wanted)
-            except json.JSONDecodeError:
-                raise BinanceError(
-                    -1100, "Illegal characters found in parameter 'symbols'."
-                ) from None
-            instruments = []
-            for name in names:
-                instrument = self.market.instrument(name)
-                if instrument is None:
-                    raise BinanceError(-1121, "Invalid symbol.")
-                instruments.append(instrument)
-        return web.json_response([self._book_ticker(i) for i in instruments])
+        if wanted is None:
+            return self.market.instruments
+        try:
+            names = json.loads(wanted)
+        except json.JSONDecodeError:
+            raise BinanceError(-1100, "Illegal characters found in parameter 'symbols'.") from None
+        instruments = []
+        for name in names:
+            instrument = self.market.instrument(name)
+            if instrument is None:
+                raise BinanceError(-1121, "Invalid symbol.")
+            instruments.append(instrument)
+        return instruments
 
     def _book_ticker(self, instrument: Instrument) -> dict[str, Any]:
         book = self.market.top_of_book(instrument.venue_id)
@@ -272,47 +275,47 @@ class BinanceSpotApi:
         }
 
     async def ticker_24hr(self, request: web.Request) -> web.Response:
-        instrument = self._instrument(request)
+        if "symbol" in request.query:
+            ticker = self._ticker_24hr(self._instrument(request))
+            if ticker is None:
+                raise BinanceError(-1121, "Invalid symbol.")
+            return web.json_response(ticker)
+        tickers = [self._ticker_24hr(i) for i in self._instruments(request)]
+        return web.json_response([t for t in tickers if t is not None])
+
+    def _ticker_24hr(self, instrument: Instrument) -> dict[str, Any] | None:
         now = self.market.clock()
-        day = [
-            b
-            for b in self.market.bars(instrument.venue_id, self._timeframe(instrument))
-            if b.end <= now
-        ][-24:]
+        bars = self.market.bars(instrument.venue_id, self.market.timeframe(instrument.venue_id))
+        day = [b for b in bars if b.end <= now][-24:]
         book = self.market.top_of_book(instrument.venue_id)
         if not day or book is None:
-            raise BinanceError(-1121, "Invalid symbol.")
+            return None
         bid, ask = book
-        return web.json_response(
-            {
-                "symbol": instrument.venue_id,
-                "priceChange": _num(
-                    decimal_from_float(day[-1].close) - decimal_from_float(day[0].open)
-                ),
-                "priceChangePercent": "0.000",
-                "weightedAvgPrice": _num(day[-1].close),
-                "prevClosePrice": _num(day[0].open),
-                "lastPrice": _num(day[-1].close),
-                "lastQty": _num(Decimal(1)),
-                "bidPrice": _num(bid),
-                "bidQty": _num(Decimal(10)),
-                "askPrice": _num(ask),
-                "askQty": _num(Decimal(10)),
-                "openPrice": _num(day[0].open),
-                "highPrice": _num(max(b.high for b in day)),
-                "lowPrice": _num(min(b.low for b in day)),
-                "volume": _num(sum(b.volume for b in day)),
-                "quoteVolume": _num(sum(b.quote_volume or 0.0 for b in day)),
-                "openTime": _ms(day[0].start),
-                "closeTime": _ms(now),
-                "firstId": 1,
-                "lastId": 2,
-                "count": 2,
-            }
-        )
-
-    def _timeframe(self, instrument: Instrument) -> Timeframe:
-        return self.market.timeframe(instrument.venue_id)
+        first, last = day[0], day[-1]
+        change = decimal_from_float(last.close) - decimal_from_float(first.open)
+        return {
+            "symbol": instrument.venue_id,
+            "priceChange": _num(change),
+            "priceChangePercent": "0.000",
+            "weightedAvgPrice": _num(last.close),
+            "prevClosePrice": _num(first.open),
+            "lastPrice": _num(last.close),
+            "lastQty": _num(Decimal(1)),
+            "bidPrice": _num(bid),
+            "bidQty": _num(Decimal(10)),
+            "askPrice": _num(ask),
+            "askQty": _num(Decimal(10)),
+            "openPrice": _num(first.open),
+            "highPrice": _num(max(b.high for b in day)),
+            "lowPrice": _num(min(b.low for b in day)),
+            "volume": _num(sum(b.volume for b in day)),
+            "quoteVolume": _num(sum(b.quote_volume or 0.0 for b in day)),
+            "openTime": _ms(first.start),
+            "closeTime": _ms(now),
+            "firstId": 1,
+            "lastId": 2,
+            "count": 2,
+        }
 
     # --- control ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ class Fault:
     kind: FaultKind
     path: str = "*"  # fnmatch pattern on the request path, e.g. "/api/v3/klines"
     times: int = 1  # matching requests it hits; -1 for all of them
+    skip: int = 0  # matching requests let through before it starts hitting
     probability: float = 1.0
     delay_s: float = 0.0  # "delay": wait this long before answering
     status: int = 500  # "status": answer with this HTTP status
@@ -43,6 +44,9 @@ class FaultPlan:
         """The first live fault matching `path` (counting it as used), or None."""
         for fault in self.faults:
             if not fnmatch.fnmatchcase(path, fault.path):
+                continue
+            if fault.skip > 0:
+                fault.skip -= 1
                 continue
             if fault.probability < 1.0 and self.rng.random() >= fault.probability:
                 continue

@@ -20,9 +20,13 @@ class EmulatorServer:
         port: int = 0,
         faults: FaultPlan | None = None,
         weight_limit_per_minute: int | None = None,
+        klines_cap: int = 1000,
     ) -> None:
         self.api = BinanceSpotApi(
-            market, faults or FaultPlan(), RateLimit(per_minute=weight_limit_per_minute)
+            market,
+            faults or FaultPlan(),
+            RateLimit(per_minute=weight_limit_per_minute),
+            klines_cap=klines_cap,
         )
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None

@@ -15,7 +15,7 @@ from trader.domain import Timeframe
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.download import download
 from trader.market.feed import UnknownSymbols
-from trader.market.retry import ExchangeUnavailable, RetryPolicy
+from trader.market.retry import ExchangeCallFailed, RetryPolicy
 
 EX_USAGE, EX_UNAVAILABLE = 64, 69
 
@@ -46,7 +46,7 @@ async def download_history(
     except UnknownSymbols as error:
         sys.stderr.write(f"trader download: {error}\n")
         return EX_USAGE
-    except ExchangeUnavailable as error:
+    except ExchangeCallFailed as error:
         sys.stderr.write(f"trader download: {error}; run it again to resume\n")
         return EX_UNAVAILABLE
     finally:

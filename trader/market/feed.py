@@ -18,7 +18,7 @@ class UnknownSymbols(Exception):
         known = list(known)
         parts = []
         for symbol in unknown:
-            close = difflib.get_close_matches(symbol, known, n=1, cutoff=0.6)
+            close = difflib.get_close_matches(symbol, known, n=1, cutoff=0.8)
             parts.append(f"{symbol} (did you mean {close[0]}?)" if close else symbol)
         super().__init__(f"{source} does not list: {', '.join(parts)}")
         self.unknown = list(unknown)

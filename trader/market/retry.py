@@ -16,8 +16,9 @@ from trader.clock import Clock
 T = TypeVar("T")
 
 
-class ExchangeUnavailable(Exception):
-    """The exchange could not answer `what` after retries (or asked us to wait)."""
+class ExchangeCallFailed(Exception):
+    """An exchange call that failed for good: retries used up, the exchange asked us to wait
+    longer than we may, or an error retrying cannot fix. `kind` is a bounded label."""
 
     def __init__(self, what: str, kind: str, detail: str) -> None:
         super().__init__(f"{what}: {kind}: {detail}")
@@ -36,6 +37,8 @@ def error_kind(error: BaseException) -> str | None:
         ("unavailable", ccxt.ExchangeNotAvailable),
         ("network", ccxt.NetworkError),
         ("bad_response", ccxt.BadResponse),
+        # ccxt's base of errors that "may succeed if retried" (Binance -1001, HTTP 503).
+        ("operation_failed", ccxt.OperationFailed),
     ):
         if isinstance(error, cls):
             return kind
@@ -69,7 +72,7 @@ class Retrier:
         for n in range(self.policy.attempts):
             wait = self._quiet_until - loop.time()
             if wait > self.policy.max_delay_s:
-                raise ExchangeUnavailable(what, "cooling_down", f"asked to wait {wait:.0f}s more")
+                raise ExchangeCallFailed(what, "cooling_down", f"asked to wait {wait:.0f}s more")
             if wait > 0:
                 await self.sleep(wait)
             try:
@@ -78,13 +81,13 @@ class Retrier:
                 kind = error_kind(error)
                 self.on_error(kind or "exchange_error")
                 if kind is None:
-                    raise
+                    raise ExchangeCallFailed(what, "exchange_error", str(error)[:200]) from error
                 delay = self.policy.backoff(n, self.draw)
                 asked = self.retry_after() if kind in {"rate_limited", "ddos_protection"} else None
                 if asked is not None:
                     self._quiet_until = loop.time() + asked
                     delay = max(delay, asked)
                 if n == self.policy.attempts - 1 or delay > self.policy.max_delay_s:
-                    raise ExchangeUnavailable(what, kind, str(error)[:200]) from error
+                    raise ExchangeCallFailed(what, kind, str(error)[:200]) from error
                 await self.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from trader.config.schema import MarketSettings
-from trader.domain import Bar, Quote, Timeframe
+from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.market.feed import MarketData
 from trader.market.hygiene import (
@@ -30,7 +30,7 @@ from trader.market.hygiene import (
     is_fresh,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
-from trader.market.retry import ExchangeUnavailable
+from trader.market.retry import ExchangeCallFailed
 from trader.market.window import BarWindow
 
 
@@ -53,17 +53,20 @@ class TickData:
 async def fetch_since(
     feed: MarketData, symbol: str, timeframe: Timeframe, since: datetime, until: datetime
 ) -> list[Row]:
-    """Rows from `since` up to `until`, page by page."""
+    """Rows from `since` up to `until`, page by page. A short page does not mean the end (some
+    venues return fewer bars than asked); the end is a page that reaches `until` or adds nothing.
+    """
     rows: list[Row] = []
-    limit = feed.page_limit
     cursor = since
     while cursor < until:
-        page = await feed.ohlcv(symbol, timeframe, cursor, limit)
-        rows.extend(page)
-        last = page[-1][0] if page else None
-        if len(page) < limit or not isinstance(last, int | float):
+        page = await feed.ohlcv(symbol, timeframe, cursor, feed.page_limit)
+        if not page:
             break
-        following = datetime.fromtimestamp(last / 1000, cursor.tzinfo) + timeframe.duration
+        rows.extend(page)
+        last = page[-1][0] if page[-1] else None
+        if isinstance(last, bool) or not isinstance(last, int | float):
+            break  # hygiene will say what is wrong with it
+        following = from_epoch_ms(int(last)) + timeframe.duration
         if following <= cursor:
             break  # the source is not moving forward: stop rather than loop
         cursor = following
@@ -117,14 +120,12 @@ class MarketDataStep:
         for symbol in priced:
             quote = quotes[symbol]
             if isinstance(quote, SkipReason):
+                self.skips.add(quote)
                 skipped[symbol] = quote
             else:
                 ready[symbol] = SymbolData(symbol, self.windows[symbol].snapshot(), quote)
         for symbol, reason in skipped.items():
-            self.skips.add(reason)
-            self._log.warning(
-                "symbol skipped", symbol=symbol, reason=str(reason), tick=now.isoformat()
-            )
+            self._log.warning("symbol skipped", symbol=symbol, reason=str(reason))
         return TickData(now, ready, skipped)
 
     async def _update(self, symbol: str, now: datetime) -> SkipReason | None:
@@ -149,7 +150,7 @@ class MarketDataStep:
             if check.gap_from is not None and set(check.problems) == {SkipReason.GAP}:
                 refill = await fetch_since(self.feed, symbol, self.timeframe, check.gap_from, now)
                 check = self._check(_merge(rows, refill), symbol, now, after)
-        except ExchangeUnavailable as error:
+        except ExchangeCallFailed as error:
             self._log.warning("exchange unavailable", symbol=symbol, kind=error.kind)
             return SkipReason.EXCHANGE_UNAVAILABLE
         for problem, count in check.problems.items():
@@ -187,7 +188,7 @@ class MarketDataStep:
             }
         try:
             raw = await self.feed.top_of_book(symbols)
-        except ExchangeUnavailable as error:
+        except ExchangeCallFailed as error:
             self._log.warning("exchange unavailable", what="quotes", kind=error.kind)
             return dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE)
         return {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}

@@ -1,0 +1,64 @@
+"""An emulated exchange listing recorded SOL/USDT bars (and a scaled copy as BTC/USDT) on a
+simulated clock, for tests that drive the real ccxt client against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from trader.clock import SimulatedClock
+from trader.config.schema import ExchangeSettings
+from trader.domain import Bar
+from trader.emulator import EmulatedMarket, Instrument
+from trader.market.ccxt_feed import CcxtMarketData, create_exchange
+from trader.market.hygiene import parse_row
+from trader.market.replay import read_recording
+from trader.market.retry import RetryPolicy
+
+FAST_RETRY = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2.0)
+
+
+def recorded_bars(data: Path, count: int) -> list[Bar]:
+    recording = read_recording(data / "SOLUSDT_1h.csv")
+    bars = [parse_row(row, "SOL/USDT", recording.timeframe) for row in recording.rows[:count]]
+    return [b for b in bars if isinstance(b, Bar)]
+
+
+def scaled(bars: list[Bar], symbol: str, factor: float) -> list[Bar]:
+    return [
+        Bar(symbol, b.timeframe, b.start, b.open * factor, b.high * factor, b.low * factor,
+            b.close * factor, b.volume)
+        for b in bars
+    ]  # fmt: skip
+
+
+@dataclass
+class Venue:
+    clock: SimulatedClock
+    market: EmulatedMarket
+    bars: dict[str, list[Bar]]
+
+    def at_bar(self, index: int, seconds: float = 5) -> None:
+        """Move the clock to `seconds` after bar `index` opened (bar index-1 just closed)."""
+        self.clock.advance_to(self.bars["SOL/USDT"][index].start + timedelta(seconds=seconds))
+
+
+def venue(data: Path, count: int = 1200, start_index: int = 600, extra: int = 0) -> Venue:
+    sol = recorded_bars(data, count)
+    bars = {"SOL/USDT": sol, "BTC/USDT": scaled(sol, "BTC/USDT", 10_000)}
+    for n in range(extra):
+        bars[f"C{n}/USDT"] = scaled(sol, f"C{n}/USDT", 1 + n)
+    clock = SimulatedClock(sol[start_index].start + timedelta(seconds=5))
+    market = EmulatedMarket(clock.now)
+    for symbol, series in bars.items():
+        market.add_listing(Instrument(symbol), series)
+    return Venue(clock, market, bars)
+
+
+def ccxt_feed(
+    base_url: str, clock: SimulatedClock, errors: list[str] | None = None, timeout_s: float = 2.0
+) -> CcxtMarketData:
+    exchange = create_exchange(ExchangeSettings(api_base_url=base_url, timeout_s=timeout_s))
+    sink = errors if errors is not None else []
+    return CcxtMarketData(exchange, clock, retry=FAST_RETRY, on_error=sink.append)
