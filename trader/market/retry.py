@@ -82,12 +82,14 @@ class Retrier:
                 self.on_error(kind or "exchange_error")
                 if kind is None:
                     raise ExchangeCallFailed(what, "exchange_error", str(error)[:200]) from error
-                delay = self.policy.backoff(n, self.draw)
                 asked = self.retry_after() if kind in {"rate_limited", "ddos_protection"} else None
                 if asked is not None:
+                    # The exchange said how long: send nothing before then (the loop waits).
                     self._quiet_until = loop.time() + asked
-                    delay = max(delay, asked)
-                if n == self.policy.attempts - 1 or delay > self.policy.max_delay_s:
+                if n == self.policy.attempts - 1:
                     raise ExchangeCallFailed(what, kind, str(error)[:200]) from error
-                await self.sleep(delay)
+                if asked is None:
+                    await self.sleep(self.policy.backoff(n, self.draw))
+                elif asked > self.policy.max_delay_s:
+                    raise ExchangeCallFailed(what, kind, f"asked to wait {asked:.0f}s") from error
         raise AssertionError("unreachable")  # pragma: no cover
