@@ -25,3 +25,16 @@ def test_the_domain_bench_prints_its_figures_as_json(shared_data):
     assert report["fills"] == 500
     for key in ("validated_bars_per_s", "exact_fills_per_s", "settings_load_ms_median"):
         assert report[key] > 0
+
+
+def test_the_market_bench_prints_its_figures_as_json(shared_data):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "market.py"), "--quick", "--data", str(shared_data)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["exchange_symbols"] == 20
+    assert report["exchange_requests_per_tick"] == 21  # 20 klines + one batch quote call
+    for key in ("replay_step_bars_per_s", "exchange_step_ms_median_unthrottled"):
+        assert report[key] > 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from trader.domain.errors import DomainError
@@ -34,22 +34,18 @@ class Timeframe:
     """A bar length in ccxt notation ("15m", "1h", "1d"); months are refused (not fixed-length)."""
 
     text: str
+    seconds: int = field(init=False, compare=False, repr=False)
+    duration: timedelta = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not _TIMEFRAME.match(self.text):
+        match = _TIMEFRAME.match(self.text) if isinstance(self.text, str) else None
+        if match is None:
             raise DomainError(
                 f"timeframe {self.text!r} is not of the form <n><s|m|h|d|w>, e.g. '15m' or '1h'"
             )
-
-    @property
-    def seconds(self) -> int:
-        match = _TIMEFRAME.match(self.text)
-        assert match is not None  # checked in __post_init__
-        return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-    @property
-    def duration(self) -> timedelta:
-        return timedelta(seconds=self.seconds)
+        seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        object.__setattr__(self, "seconds", seconds)
+        object.__setattr__(self, "duration", timedelta(seconds=seconds))
 
     def floor(self, when: datetime) -> datetime:
         """The start of the bar that contains `when`."""

@@ -1,0 +1,134 @@
+"""Market-data figures, printed as JSON.
+
+- replay: rows/s reading SOLUSDT_1h.csv, and bars/s the replay feed delivers through the full
+  data step (hygiene, window of 512, modelled quote), tick by tick over the whole file.
+- exchange: the cost of one tick's data step for 20 symbols through the real ccxt client
+  against the local Binance emulator (one new closed bar per symbol plus a batch quote call),
+  with ccxt's rate limiter on (as the daemon runs: it spaces requests to Binance's limits) and
+  off (what the code itself costs). The emulator shares the event loop, so its own work is
+  inside both figures.
+
+    .venv/bin/python bench/market.py [--data DIR] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from trader.clock import SimulatedClock
+from trader.config.schema import ExchangeSettings, MarketSettings
+from trader.domain import Bar, from_epoch_ms
+from trader.emulator import EmulatedMarket, EmulatorServer, Instrument
+from trader.market.ccxt_feed import CcxtMarketData, create_exchange
+from trader.market.hygiene import parse_row
+from trader.market.quotes import FixedSpread
+from trader.market.replay import ReplayMarketData, read_recording
+from trader.market.step import MarketDataStep
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+async def bench_replay(path: Path, limit: int | None, context: int) -> dict[str, float]:
+    began = time.perf_counter()
+    recording = read_recording(path)
+    read_s = time.perf_counter() - began
+    rows = recording.rows if limit is None else recording.rows[:limit]
+    clock = SimulatedClock(from_epoch_ms(rows[context][0]))
+    feed = ReplayMarketData({recording.symbol: recording}, clock, FixedSpread(5))
+    step = MarketDataStep(feed, MarketSettings(symbols=[recording.symbol], context_bars=context))
+    await step.start(clock.now())
+    ticks = 0
+    began = time.perf_counter()
+    for row in rows[context + 1 :]:
+        await clock.sleep_until(from_epoch_ms(row[0]))
+        data = await step.run(clock.now())
+        ticks += len(data.ready)
+    replay_s = time.perf_counter() - began
+    return {
+        "replay_file_rows": len(recording.rows),
+        "replay_read_rows_per_s": round(len(recording.rows) / read_s),
+        "replay_ticks": ticks,
+        "replay_context_bars": context,
+        "replay_step_bars_per_s": round(ticks / replay_s),
+    }
+
+
+async def bench_exchange(
+    path: Path, symbols: int, ticks: int, rate_limit: bool
+) -> dict[str, float]:
+    recording = read_recording(path)
+    base = [parse_row(row, "SOL/USDT", recording.timeframe) for row in recording.rows[:2000]]
+    bars = [b for b in base if isinstance(b, Bar)]
+    clock = SimulatedClock(bars[1000].start + timedelta(seconds=5))
+    market = EmulatedMarket(clock.now)
+    names = [f"C{n}/USDT" for n in range(symbols)]
+    for n, name in enumerate(names):
+        factor = 1 + n / 10
+        series = [
+            Bar(name, b.timeframe, b.start, b.open * factor, b.high * factor, b.low * factor,
+                b.close * factor, b.volume)
+            for b in bars
+        ]  # fmt: skip
+        market.add_listing(Instrument(name), series)
+    async with EmulatorServer(market) as server:
+        exchange = create_exchange(ExchangeSettings(api_base_url=server.base_url))
+        exchange.enableRateLimit = rate_limit
+        feed = CcxtMarketData(exchange, clock)
+        step = MarketDataStep(feed, MarketSettings(symbols=names, context_bars=512))
+        try:
+            await step.start(clock.now())
+            await step.run(clock.now())  # fills the windows: not part of a tick's cost
+            durations = []
+            for i in range(ticks):
+                clock.advance_to(bars[1001 + i].start + timedelta(seconds=5))
+                requests = len(server.requests)
+                began = time.perf_counter()
+                data = await step.run(clock.now())
+                durations.append(time.perf_counter() - began)
+                assert len(data.ready) == symbols, data.skipped
+            per_tick = len(server.requests) - requests
+        finally:
+            await feed.close()
+    durations.sort()
+    label = "throttled" if rate_limit else "unthrottled"
+    return {
+        "exchange_symbols": symbols,
+        "exchange_ticks": ticks,
+        "exchange_requests_per_tick": per_tick,
+        f"exchange_step_ms_median_{label}": round(statistics.median(durations) * 1000, 2),
+        f"exchange_step_ms_p90_{label}": round(
+            durations[int(0.9 * (len(durations) - 1))] * 1000, 2
+        ),
+    }
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    args = parser.parse_args()
+    path = args.data / "SOLUSDT_1h.csv"
+    if not path.is_file():
+        sys.stderr.write(f"no {path}: pass --data DIR\n")
+        return 2
+    report = {
+        "python": sys.version.split()[0],
+        **await bench_replay(path, 1200 if args.quick else None, 64 if args.quick else 512),
+        # ccxt's rate limiter on (as the daemon runs) and off (the code's own cost).
+        **await bench_exchange(path, 20, 5 if args.quick else 50, rate_limit=True),
+        **await bench_exchange(path, 20, 5 if args.quick else 50, rate_limit=False),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
