@@ -260,3 +260,31 @@ def _kline(bar) -> list:
     ms = int(bar.start.timestamp() * 1000)
     return [ms, str(bar.open), str(bar.high), str(bar.low), str(bar.close), str(bar.volume),
             ms + 3_599_999, "0", 1, "0", "0", "0"]  # fmt: skip
+
+
+async def test_the_market_list_is_refreshed_when_due_and_a_delisting_skips_only_that_symbol(
+    shared_data,
+):
+    v = venue(shared_data)
+
+    def market_loads() -> int:
+        return sum(r.startswith("/api/v3/exchangeInfo") for r in server.requests)
+
+    async with EmulatorServer(v.market) as server:
+        feed = ccxt_feed(server.base_url, v.clock)
+        step = MarketDataStep(feed, settings(markets_refresh_s=7200))
+        try:
+            await step.start(v.clock.now())
+            assert set((await step.run(v.clock.now())).ready) == set(SYMBOLS)
+            v.market.delist("SOLUSDT")
+            v.at_bar(601)  # an hour after the first load: no reload yet
+            first = await step.run(v.clock.now())
+            assert market_loads() == 1
+            v.at_bar(602)  # two hours after: due
+            second = await step.run(v.clock.now())
+            assert market_loads() == 2
+        finally:
+            await feed.close()
+    for data in (first, second):
+        assert data.skipped == {"SOL/USDT": SkipReason.EXCHANGE_UNAVAILABLE}
+        assert set(data.ready) == {"BTC/USDT"}

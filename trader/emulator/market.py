@@ -58,6 +58,9 @@ class EmulatedMarket:
             instrument, timeframe, ordered, [bar.start for bar in ordered]
         )
 
+    def delist(self, venue_id: str) -> None:
+        del self._series[venue_id]
+
     def replace_bars(self, venue_id: str, bars: Sequence[Bar]) -> None:
         self.add_listing(self._series[venue_id].instrument, bars)
 

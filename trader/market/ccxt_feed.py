@@ -106,8 +106,9 @@ class CcxtMarketData:
         await self._call("load markets", self.exchange.load_markets)
         self.check_symbols(symbols)
 
-    async def refresh_markets(self) -> None:
+    async def refresh_markets(self, symbols: Sequence[str]) -> None:
         await self._call("reload markets", lambda: self.exchange.load_markets(reload=True))
+        self.check_symbols(symbols)
 
     def check_symbols(self, symbols: Sequence[str]) -> None:
         markets = self.exchange.markets or {}

@@ -34,6 +34,10 @@ class MarketData(Protocol):
         """Connect and check that every symbol exists; raise UnknownSymbols otherwise."""
         ...
 
+    async def refresh_markets(self, symbols: Sequence[str]) -> None:
+        """Reload the source's list of markets and check `symbols` again."""
+        ...
+
     async def ohlcv(
         self, symbol: str, timeframe: Timeframe, since: datetime | None, limit: int
     ) -> list[Row]:

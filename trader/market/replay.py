@@ -150,6 +150,9 @@ class ReplayMarketData:
         if unknown:
             raise UnknownSymbols(self.name, unknown, self._recordings)
 
+    async def refresh_markets(self, symbols: Sequence[str]) -> None:
+        await self.start(symbols)
+
     def _visible_end(self, symbol: str) -> int:
         """Index past the last bar that has opened by now."""
         now_ms = int(self._clock.now().timestamp() * 1000)

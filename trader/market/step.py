@@ -19,7 +19,7 @@ import structlog
 from trader.config.schema import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
-from trader.market.feed import MarketData
+from trader.market.feed import MarketData, UnknownSymbols
 from trader.market.hygiene import (
     BarCheck,
     Row,
@@ -90,6 +90,7 @@ class MarketDataStep:
         self.windows = {s: BarWindow(s, settings.context_bars) for s in settings.symbols}
         self._log = structlog.stdlib.get_logger("trader.market")
         self._synthetic_announced = False
+        self._markets_loaded: datetime | None = None
 
     @property
     def symbols(self) -> Sequence[str]:
@@ -98,6 +99,7 @@ class MarketDataStep:
     async def start(self, now: datetime) -> None:
         """Check the symbols with the source and reload the windows from the ledger."""
         await self.feed.start(self.symbols)
+        self._markets_loaded = now
         if self.store is None:
             return
         oldest_useful = now - self.timeframe.duration * (self.settings.context_bars + 1)
@@ -112,6 +114,7 @@ class MarketDataStep:
         )
 
     async def run(self, now: datetime) -> TickData:
+        await self._refresh_markets(now)
         updates = await asyncio.gather(*(self._update(symbol, now) for symbol in self.symbols))
         skipped = {s: r for s, r in zip(self.symbols, updates, strict=True) if r is not None}
         priced = [s for s in self.symbols if s not in skipped]
@@ -127,6 +130,19 @@ class MarketDataStep:
         for symbol, reason in skipped.items():
             self._log.warning("symbol skipped", symbol=symbol, reason=str(reason))
         return TickData(now, ready, skipped)
+
+    async def _refresh_markets(self, now: datetime) -> None:
+        """Reload the market list when it is due. A failure is logged and tried next tick; a
+        symbol that was delisted shows up in the log here, and as skips when fetched."""
+        due = timedelta(seconds=self.settings.markets_refresh_s)
+        if self._markets_loaded is not None and now - self._markets_loaded < due:
+            return
+        try:
+            await self.feed.refresh_markets(self.symbols)
+        except (ExchangeCallFailed, UnknownSymbols) as error:
+            self._log.error("market list refresh failed", error=str(error))
+            return
+        self._markets_loaded = now
 
     async def _update(self, symbol: str, now: datetime) -> SkipReason | None:
         """Extend the window; the reason the symbol must skip the tick, counted, or None."""

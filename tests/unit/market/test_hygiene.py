@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from trader.domain import Bar, QuoteSource, Timeframe
@@ -223,3 +223,38 @@ def test_a_synthetic_quote_passes_but_its_spread_stays_unknown():
     assert not isinstance(quote, SkipReason)
     assert quote.source is QuoteSource.SYNTHETIC
     assert quote.spread_bps is None
+
+
+CORRUPT_PRICES = st.one_of(
+    st.none(),
+    st.just(float("nan")),
+    st.just(float("inf")),
+    st.floats(max_value=0.0, allow_nan=False),
+    st.decimals(max_value=Decimal(0), allow_nan=False, allow_infinity=False),
+    st.text(alphabet="abcxyz-", min_size=1, max_size=5),
+    st.booleans(),
+)
+
+
+@given(
+    st.decimals(Decimal("0.01"), Decimal(1000), places=2),
+    st.sampled_from(["bid", "ask"]),
+    CORRUPT_PRICES,
+)
+def test_any_corrupt_price_on_either_side_refuses_the_quote(price, side, bad):
+    values = {"bid": price, "ask": price + 1, side: bad}
+    result = check_quote(raw(values["bid"], values["ask"]), "SOL/USDT", NOW, MAX_AGE)
+    assert result in {SkipReason.NO_QUOTE, SkipReason.INVALID_QUOTE}
+
+
+@given(
+    st.decimals(Decimal("0.01"), Decimal(1000), places=2),
+    st.decimals(Decimal(0), Decimal(10), places=2),
+    st.floats(30.001, 1e6),
+)
+def test_crossed_locked_and_stale_quotes_are_refused(bid, below, age):
+    assume(bid - below > 0)
+    assert check_quote(raw(bid, bid - below), "SOL/USDT", NOW, MAX_AGE) is SkipReason.CROSSED_QUOTE
+    assert check_quote(raw(bid, bid + 1, age_s=age), "SOL/USDT", NOW, MAX_AGE) is (
+        SkipReason.STALE_QUOTE
+    )

@@ -148,3 +148,20 @@ def test_a_simulated_clock_runs_forward_only():
         clock.advance_to(datetime(2023, 1, 1, tzinfo=UTC))
     with pytest.raises(ValueError, match="positive"):
         SimulatedClock(datetime(2024, 1, 1, tzinfo=UTC), speed=0)
+
+
+async def test_a_simulated_clock_can_run_at_a_multiple_of_real_time(monkeypatch):
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("trader.clock.asyncio.sleep", sleep)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    clock = SimulatedClock(start, speed=3600)
+    await clock.sleep_until(start + timedelta(hours=2))
+    assert slept == [2.0]  # two simulated hours in two real seconds
+    assert clock.now() == start + timedelta(hours=2)
+    fast = SimulatedClock(start)
+    await fast.sleep_until(start + timedelta(days=30))
+    assert fast.now() == start + timedelta(days=30)
