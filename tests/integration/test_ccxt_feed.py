@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import pytest
 
-from tests.integration.emulated import ccxt_feed, venue
+from tests.integration.emulated import Venue, ccxt_feed, venue
 from trader.config.schema import MarketSettings
 from trader.domain import QuoteSource, decimal_from_float
 from trader.emulator import EmulatorServer, Fault
@@ -27,6 +29,21 @@ def eight_decimals(value: float) -> float:
 
 def settings(**overrides) -> MarketSettings:
     return MarketSettings(**({"symbols": SYMBOLS, "context_bars": 64} | overrides))
+
+
+@asynccontextmanager
+async def running(
+    v: Venue, errors: list[str] | None = None, timeout_s: float = 2.0, **overrides: object
+) -> AsyncIterator[tuple[EmulatorServer, MarketDataStep]]:
+    """The emulator serving `v`, and a started data step reading it through ccxt."""
+    async with EmulatorServer(v.market) as server:
+        feed = ccxt_feed(server.base_url, v.clock, errors, timeout_s=timeout_s)
+        step = MarketDataStep(feed, settings(**overrides))
+        try:
+            await step.start(v.clock.now())
+            yield server, step
+        finally:
+            await feed.close()
 
 
 async def test_markets_load_and_unknown_symbols_are_named_with_a_suggestion(shared_data):
@@ -48,14 +65,8 @@ async def test_markets_load_and_unknown_symbols_are_named_with_a_suggestion(shar
 async def test_only_closed_bars_reach_the_window_exactly_as_the_exchange_sent_them(shared_data):
     v = venue(shared_data, start_index=600)
     v.at_bar(600, seconds=1800)  # half-way through bar 600: it is still forming
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock)
-        step = MarketDataStep(feed, settings())
-        try:
-            await step.start(v.clock.now())
-            data = await step.run(v.clock.now())
-        finally:
-            await feed.close()
+    async with running(v) as (server, step):
+        data = await step.run(v.clock.now())
     assert data.skipped == {}
     for symbol in SYMBOLS:
         bars = data.ready[symbol].bars
@@ -117,17 +128,11 @@ async def test_quotes_come_from_whatever_the_exchange_supports(shared_data, has,
 async def test_transient_faults_are_retried_counted_and_survived(shared_data, fault, kind):
     v = venue(shared_data)
     errors: list[str] = []
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock, errors, timeout_s=0.5)
-        step = MarketDataStep(feed, settings())
-        try:
-            await step.start(v.clock.now())
-            server.faults.add(fault)
-            began = time.monotonic()
-            data = await step.run(v.clock.now())
-            took = time.monotonic() - began
-        finally:
-            await feed.close()
+    async with running(v, errors, timeout_s=0.5) as (server, step):
+        server.faults.add(fault)
+        began = time.monotonic()
+        data = await step.run(v.clock.now())
+        took = time.monotonic() - began
     assert data.skipped == {}
     assert set(data.ready) == set(SYMBOLS)
     assert kind in errors
@@ -138,18 +143,12 @@ async def test_transient_faults_are_retried_counted_and_survived(shared_data, fa
 async def test_an_exchange_that_stays_down_skips_the_tick_and_the_next_tick_recovers(shared_data):
     v = venue(shared_data)
     errors: list[str] = []
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock, errors)
-        step = MarketDataStep(feed, settings())
-        try:
-            await step.start(v.clock.now())
-            server.faults.add(Fault("status", "*", status=503, times=-1))
-            down = await step.run(v.clock.now())
-            server.faults.clear()
-            v.at_bar(601)
-            up = await step.run(v.clock.now())
-        finally:
-            await feed.close()
+    async with running(v, errors) as (server, step):
+        server.faults.add(Fault("status", "*", status=503, times=-1))
+        down = await step.run(v.clock.now())
+        server.faults.clear()
+        v.at_bar(601)
+        up = await step.run(v.clock.now())
     assert down.skipped == dict.fromkeys(SYMBOLS, SkipReason.EXCHANGE_UNAVAILABLE)
     assert step.skips.counts[SkipReason.EXCHANGE_UNAVAILABLE] == 2
     assert errors.count("operation_failed") >= 2 * 4
@@ -176,35 +175,27 @@ async def test_a_long_retry_after_is_respected_without_sending_anything(shared_d
 async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data):
     v = venue(shared_data)
     errors: list[str] = []
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock, errors)
-        step = MarketDataStep(feed, settings(symbols=["SOL/USDT"]))
-        try:
-            await step.start(v.clock.now())
-            first = await step.run(v.clock.now())
-            assert first.ready
-            window_before = step.windows["SOL/USDT"].snapshot()
-            v.at_bar(602)
-            next_ms = int(v.bars["SOL/USDT"][600].start.timestamp() * 1000)
-            nan_row = [next_ms, "NaN", "1", "1", "1", "1", next_ms + 3599999, "1", 1, "1", "1", "0"]
-            # Garbage parses (in ccxt) to rows of nothing or to no rows: invalid or stale.
-            unusable = {SkipReason.INVALID_BAR, SkipReason.STALE_BARS}
-            for body in ("<html>oops</html>", '{"unexpected": true}', json.dumps([nan_row])):
-                server.faults.add(Fault("malformed", "/api/v3/klines", body=body))
-                data = await step.run(v.clock.now())
-                assert data.skipped["SOL/USDT"] in unusable, body
-                assert step.windows["SOL/USDT"].snapshot() == window_before
-            # No price in the batch answer: the order book is asked; an empty book, no quote.
-            server.faults.add(
-                Fault("malformed", "/api/v3/ticker/bookTicker", body="[]"),
-                Fault(
-                    "malformed", "/api/v3/depth", body='{"lastUpdateId": 1, "bids": [], "asks": []}'
-                ),
-            )
-            no_quote = await step.run(v.clock.now())
-            recovered = await step.run(v.clock.now())
-        finally:
-            await feed.close()
+    async with running(v, errors, symbols=["SOL/USDT"]) as (server, step):
+        first = await step.run(v.clock.now())
+        assert first.ready
+        window_before = step.windows["SOL/USDT"].snapshot()
+        v.at_bar(602)
+        next_ms = int(v.bars["SOL/USDT"][600].start.timestamp() * 1000)
+        nan_row = [next_ms, "NaN", "1", "1", "1", "1", next_ms + 3599999, "1", 1, "1", "1", "0"]
+        # Garbage parses (in ccxt) to rows of nothing or to no rows: invalid or stale.
+        unusable = {SkipReason.INVALID_BAR, SkipReason.STALE_BARS}
+        for body in ("<html>oops</html>", '{"unexpected": true}', json.dumps([nan_row])):
+            server.faults.add(Fault("malformed", "/api/v3/klines", body=body))
+            data = await step.run(v.clock.now())
+            assert data.skipped["SOL/USDT"] in unusable, body
+            assert step.windows["SOL/USDT"].snapshot() == window_before
+        # No price in the batch answer: the order book is asked; an empty book, no quote.
+        server.faults.add(
+            Fault("malformed", "/api/v3/ticker/bookTicker", body="[]"),
+            Fault("malformed", "/api/v3/depth", body='{"lastUpdateId": 1, "bids": [], "asks": []}'),
+        )
+        no_quote = await step.run(v.clock.now())
+        recovered = await step.run(v.clock.now())
     assert step.skips.counts[SkipReason.INVALID_BAR] >= 1  # the NaN row at least
     assert no_quote.skipped == {"SOL/USDT": SkipReason.NO_QUOTE}
     assert recovered.ready["SOL/USDT"].bars[-1].start == v.bars["SOL/USDT"][601].start
@@ -212,24 +203,18 @@ async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data)
 
 async def test_a_gap_is_refilled_from_the_exchange(shared_data):
     v = venue(shared_data)
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock)
-        step = MarketDataStep(feed, settings(symbols=["SOL/USDT"]))
-        try:
-            await step.start(v.clock.now())
-            await step.run(v.clock.now())
-            v.at_bar(604)
-            rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][600:605]) if i != 1]
-            server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows)))
-            data = await step.run(v.clock.now())
-            # The exchange keeps missing bar 604, refill included: the symbol skips.
-            rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][603:606]) if i != 1]
-            server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows), times=-1))
-            v.at_bar(606)
-            gap = await step.run(v.clock.now())
-            server.faults.clear()
-        finally:
-            await feed.close()
+    async with running(v, symbols=["SOL/USDT"]) as (server, step):
+        await step.run(v.clock.now())
+        v.at_bar(604)
+        rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][600:605]) if i != 1]
+        server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows)))
+        data = await step.run(v.clock.now())
+        # The exchange keeps missing bar 604, refill included: the symbol skips.
+        rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][603:606]) if i != 1]
+        server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows), times=-1))
+        v.at_bar(606)
+        gap = await step.run(v.clock.now())
+        server.faults.clear()
     assert data.skipped == {}
     assert [b.start for b in data.ready["SOL/USDT"].bars[-4:]] == [
         b.start for b in v.bars["SOL/USDT"][600:604]
@@ -242,17 +227,11 @@ async def test_a_gap_is_refilled_from_the_exchange(shared_data):
 
 async def test_a_bar_the_exchange_has_not_published_yet_makes_the_symbol_stale(shared_data):
     v = venue(shared_data)
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock)
-        step = MarketDataStep(feed, settings(symbols=["SOL/USDT"]))
-        try:
-            await step.start(v.clock.now())
-            await step.run(v.clock.now())
-            v.clock.advance_to(v.clock.now() + timedelta(hours=3))
-            server.faults.add(Fault("malformed", "/api/v3/klines", body="[]"))
-            data = await step.run(v.clock.now())
-        finally:
-            await feed.close()
+    async with running(v, symbols=["SOL/USDT"]) as (server, step):
+        await step.run(v.clock.now())
+        v.clock.advance_to(v.clock.now() + timedelta(hours=3))
+        server.faults.add(Fault("malformed", "/api/v3/klines", body="[]"))
+        data = await step.run(v.clock.now())
     assert data.skipped == {"SOL/USDT": SkipReason.STALE_BARS}
 
 
@@ -270,21 +249,15 @@ async def test_the_market_list_is_refreshed_when_due_and_a_delisting_skips_only_
     def market_loads() -> int:
         return sum(r.startswith("/api/v3/exchangeInfo") for r in server.requests)
 
-    async with EmulatorServer(v.market) as server:
-        feed = ccxt_feed(server.base_url, v.clock)
-        step = MarketDataStep(feed, settings(markets_refresh_s=7200))
-        try:
-            await step.start(v.clock.now())
-            assert set((await step.run(v.clock.now())).ready) == set(SYMBOLS)
-            v.market.delist("SOLUSDT")
-            v.at_bar(601)  # an hour after the first load: no reload yet
-            first = await step.run(v.clock.now())
-            assert market_loads() == 1
-            v.at_bar(602)  # two hours after: due
-            second = await step.run(v.clock.now())
-            assert market_loads() == 2
-        finally:
-            await feed.close()
+    async with running(v, markets_refresh_s=7200) as (server, step):
+        assert set((await step.run(v.clock.now())).ready) == set(SYMBOLS)
+        v.market.delist("SOLUSDT")
+        v.at_bar(601)  # an hour after the first load: no reload yet
+        first = await step.run(v.clock.now())
+        assert market_loads() == 1
+        v.at_bar(602)  # two hours after: due
+        second = await step.run(v.clock.now())
+        assert market_loads() == 2
     for data in (first, second):
         assert data.skipped == {"SOL/USDT": SkipReason.EXCHANGE_UNAVAILABLE}
         assert set(data.ready) == {"BTC/USDT"}
