@@ -119,7 +119,10 @@ class ForecastSettings(Section):
     num_samples: int = Field(256, ge=1, le=8192, description="sample paths per forecast")
     seed: int = Field(0, ge=0, description="random seed of the sampler")
     quantiles: list[float] = Field(
-        [0.1, 0.4, 0.5, 0.6, 0.9], min_length=1, description="quantile levels reported"
+        [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9], min_length=1, description="quantile levels reported"
+    )
+    baseline_lookback: int = Field(
+        256, ge=8, description="bars of history behind the baseline's quantiles"
     )
     weights_dir: Path | None = Field(
         None, description="local directory of weights; default: the Hugging Face cache"
@@ -150,7 +153,22 @@ class StrategySettings(Section):
     )
     allow_short: bool = Field(False, description="short where the venue allows it")
     consensus: bool = Field(
-        False, description="trade only when Toto and Kronos agree on the direction"
+        False, description="trade only when the primary and the consensus model agree"
+    )
+    consensus_model: Literal["toto", "kronos", "baseline"] = Field(
+        "kronos", description="the second model the consensus gate asks"
+    )
+    position_fraction: Fraction = Field(
+        0.2, description="a position's size as a share of equity (then capped by risk)"
+    )
+    ci_lower_quantile: float = Field(0.4, gt=0, lt=0.5, description="ci_guard band: lower level")
+    ci_upper_quantile: float = Field(0.6, gt=0.5, lt=1, description="ci_guard band: upper level")
+    ci_multiplier: float = Field(1.0, gt=0, description="ci_guard band width multiplier")
+    maxdiff_entry_quantile: float = Field(
+        0.2, gt=0, lt=0.5, description="maxdiff buys at this quantile of the forecast low"
+    )
+    maxdiff_exit_quantile: float = Field(
+        0.8, gt=0.5, lt=1, description="maxdiff sells at this quantile of the forecast high"
     )
 
 
@@ -269,6 +287,16 @@ class Settings(BaseSettings):
                     f"market.symbols: {symbol} is not quoted in broker.currency "
                     f"{self.broker.currency}"
                 )
+        needed = {
+            0.5,
+            self.strategy.ci_lower_quantile,
+            self.strategy.ci_upper_quantile,
+            self.strategy.maxdiff_entry_quantile,
+            self.strategy.maxdiff_exit_quantile,
+        }
+        missing = sorted(needed - set(self.forecast.quantiles))
+        if missing:
+            raise ValueError(f"forecast.quantiles lacks {missing}, which the strategy settings use")
         unknown = sorted(set(self.strategy.per_symbol) - set(self.market.symbols))
         if unknown:
             raise ValueError(

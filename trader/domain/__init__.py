@@ -3,6 +3,7 @@
 from trader.domain.errors import DomainError
 from trader.domain.fill import Fill, Liquidity
 from trader.domain.forecast import Forecast
+from trader.domain.instrument import Instrument
 from trader.domain.market import Bar, Quote, QuoteSource
 from trader.domain.money import ZERO, decimal_from_float, exact, positive_decimal, to_decimal
 from trader.domain.order import Order, OrderStatus, OrderType, Side, client_order_id
@@ -18,6 +19,7 @@ __all__ = [
     "DomainError",
     "Fill",
     "Forecast",
+    "Instrument",
     "Liquidity",
     "Lot",
     "Order",

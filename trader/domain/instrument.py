@@ -1,0 +1,46 @@
+"""A market's trading rules: price and amount steps, minimum amount and notional."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, Decimal
+
+from trader.domain.errors import DomainError
+from trader.domain.money import ZERO, exact, positive_decimal, to_decimal
+from trader.domain.order import Side
+from trader.domain.symbols import check_symbol
+
+
+@dataclass(frozen=True, slots=True)
+class Instrument:
+    symbol: str
+    price_step: Decimal
+    amount_step: Decimal
+    min_amount: Decimal = ZERO
+    min_notional: Decimal = ZERO
+
+    def __post_init__(self) -> None:
+        check_symbol(self.symbol)
+        object.__setattr__(self, "price_step", positive_decimal(self.price_step, "price step"))
+        object.__setattr__(self, "amount_step", positive_decimal(self.amount_step, "amount step"))
+        for name in ("min_amount", "min_notional"):
+            value = to_decimal(getattr(self, name), name)
+            if value < 0:
+                raise DomainError(f"{name} must not be negative")
+            object.__setattr__(self, name, value)
+
+    def round_amount(self, amount: Decimal) -> Decimal:
+        """Down to the amount step: never more than was asked for."""
+        return (amount / self.amount_step).to_integral_value(ROUND_DOWN) * self.amount_step
+
+    def round_price(self, price: Decimal, side: Side) -> Decimal:
+        """To the price grid, on the side that never pays more (buy) or asks less (sell) than
+        `price`."""
+        rounding = ROUND_FLOOR if side is Side.BUY else ROUND_CEILING
+        return (price / self.price_step).to_integral_value(rounding) * self.price_step
+
+    def tradable(self, amount: Decimal, price: Decimal) -> bool:
+        """Whether an order of `amount` at `price` meets the minimums."""
+        with exact():
+            notional = amount * price
+        return amount > 0 and amount >= self.min_amount and notional >= self.min_notional

@@ -1,0 +1,99 @@
+"""What every strategy sees, and what it answers: a signal with its reason, and a plan.
+
+A strategy cannot tell backtest from paper from live: it gets the same context in each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from trader.domain import Bar, Direction, Forecast, Quote, Signal
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Fees per side, in basis points of the notional."""
+
+    taker_fee_bps: float
+    maker_fee_bps: float
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    symbol: str
+    at: datetime  # the tick: every input closed at or before it
+    bars: Sequence[Bar]
+    quote: Quote
+    forecast: Forecast  # the primary model's
+    forecasts: Mapping[str, Forecast]  # every model's, by model name (consensus)
+    position: Decimal  # signed amount held now
+    costs: Costs
+    allow_short: bool
+
+    @property
+    def last_close(self) -> float:
+        return self.bars[-1].close
+
+    def median_return(self, forecast: Forecast | None = None) -> float:
+        """Median forecast close at the horizon, as a return on the last close."""
+        chosen = forecast or self.forecast
+        return chosen.quantile("close", 0.5) / self.last_close - 1.0
+
+
+@dataclass(frozen=True)
+class AtMarket:
+    """Hold `direction` now, crossing the spread if the position must change."""
+
+    direction: Direction
+
+
+@dataclass(frozen=True)
+class RestingLimits:
+    """Rest a buy at `buy_price` and/or a sell at `sell_price` until `expires_at`; they fill
+    only if the market trades through them."""
+
+    buy_price: Decimal | None
+    sell_price: Decimal | None
+    expires_at: datetime
+
+
+Plan = AtMarket | RestingLimits
+
+
+@dataclass(frozen=True)
+class Decision:
+    signal: Signal
+    plan: Plan
+    # The expected gross move in the trade's direction (bps); the risk engine requires it to
+    # clear fees + spread + its minimum before exposure grows. None: no entry intended.
+    edge_bps: float | None = None
+
+
+class Strategy(Protocol):
+    name: str
+
+    def decide(self, ctx: DecisionContext) -> Decision: ...
+
+
+def stand_aside(
+    strategy: str, ctx: DecisionContext, reason: str, inputs: Mapping[str, float | str]
+) -> Decision:
+    """No position wanted: "no trade, because ..."; a held position is closed at market."""
+    signal = Signal(strategy, ctx.symbol, ctx.at, Direction.FLAT, reason, inputs)
+    return Decision(signal, AtMarket(Direction.FLAT))
+
+
+def at_market(
+    strategy: str,
+    ctx: DecisionContext,
+    direction: Direction,
+    reason: str,
+    inputs: Mapping[str, float | str],
+    edge_bps: float | None,
+) -> Decision:
+    signal = Signal(strategy, ctx.symbol, ctx.at, direction, reason, inputs)
+    return Decision(signal, AtMarket(direction), edge_bps)

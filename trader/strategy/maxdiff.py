@@ -1,0 +1,91 @@
+"""maxdiff: rest a buy near the forecast low and a sell near the forecast high for the horizon.
+
+Flat: a buy at the low (and, where shorting is allowed, a sell at the high). Long: the sell at
+the high is the take-profit. Short: the buy at the low covers. Orders expire at the horizon's
+end and are placed afresh each tick; they fill only when the market trades through them. Its
+limits are chosen from the forecast of the period it trades, never tuned on that period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from trader.domain import Direction, Signal, decimal_from_float
+from trader.strategy.base import Decision, DecisionContext, RestingLimits, stand_aside
+
+
+class MaxDiffStrategy:
+    name = "maxdiff"
+
+    def __init__(self, entry_quantile: float = 0.2, exit_quantile: float = 0.8) -> None:
+        if not 0 < entry_quantile < exit_quantile < 1:
+            raise ValueError("maxdiff needs 0 < entry quantile < exit quantile < 1")
+        self.entry_quantile, self.exit_quantile = entry_quantile, exit_quantile
+
+    def decide(self, ctx: DecisionContext) -> Decision:
+        forecast = ctx.forecast
+        if not {"low", "high"} <= set(forecast.quantiles):
+            return stand_aside(self.name, ctx, "no trade: the forecast has no high/low", {})
+        steps = range(forecast.steps)
+        low = min(forecast.quantile("low", self.entry_quantile, k) for k in steps)
+        high = max(forecast.quantile("high", self.exit_quantile, k) for k in steps)
+        buy, sell = decimal_from_float(low), decimal_from_float(high)
+        range_bps = (high - low) / low * 10_000
+        costs_bps = 2 * ctx.costs.maker_fee_bps
+        inputs: dict[str, float | str] = {
+            "buy_limit": low,
+            "sell_limit": high,
+            "range_bps": round(range_bps, 3),
+            "costs_bps": costs_bps,
+            "model": forecast.model,
+        }
+        expires = ctx.at + timedelta(seconds=forecast.timeframe.seconds * forecast.steps)
+        if ctx.position:
+            return self._exit(ctx, RestingLimits(buy, sell, expires), inputs)
+        if range_bps <= costs_bps:
+            why = f"forecast range {range_bps:.1f} bps does not pay maker fees {costs_bps:.1f} bps"
+            return stand_aside(self.name, ctx, f"no trade: {why}", inputs)
+        entry_buy = buy if buy < ctx.quote.bid else None
+        entry_sell = sell if ctx.allow_short and sell > ctx.quote.ask else None
+        if entry_buy is None and entry_sell is None:
+            why = "the forecast range does not straddle the market"
+            return stand_aside(self.name, ctx, f"no trade: {why}", inputs)
+        direction = Direction.LONG if entry_sell is None else Direction.FLAT
+        parts = [f"a buy at {low:.6g}"] if entry_buy else []
+        parts += [f"a sell at {high:.6g}"] if entry_sell else []
+        limits = RestingLimits(entry_buy, entry_sell, expires)
+        return self._rest(ctx, direction, limits, "rest " + " and ".join(parts), inputs, range_bps)
+
+    def _exit(
+        self,
+        ctx: DecisionContext,
+        buy: Decimal,
+        sell: Decimal,
+        both: RestingLimits,
+        inputs: Mapping[str, float | str],
+    ) -> Decision:
+        """Holding: the opposite limit takes the profit; past it already, leave at market."""
+        if ctx.position > 0:
+            if sell <= ctx.quote.bid:
+                return stand_aside(self.name, ctx, "forecast high is below the bid: exit", inputs)
+            limits = RestingLimits(None, sell, both.expires_at)
+            return self._rest(
+                ctx, Direction.LONG, limits, "take profit at the forecast high", inputs
+            )
+        if buy >= ctx.quote.ask:
+            return stand_aside(self.name, ctx, "forecast low is above the ask: cover", inputs)
+        limits = RestingLimits(buy, None, both.expires_at)
+        return self._rest(ctx, Direction.SHORT, limits, "cover at the forecast low", inputs)
+
+    def _rest(
+        self,
+        ctx: DecisionContext,
+        direction: Direction,
+        limits: RestingLimits,
+        reason: str,
+        inputs: Mapping[str, float | str],
+        edge_bps: float | None = None,
+    ) -> Decision:
+        signal = Signal(self.name, ctx.symbol, ctx.at, direction, reason, inputs)
+        return Decision(signal, limits, edge_bps)

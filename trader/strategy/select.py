@@ -1,0 +1,31 @@
+"""The strategy each symbol trades, from the settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from trader.config.schema import StrategySettings
+from trader.strategy.base import Strategy
+from trader.strategy.ci_guard import CiGuardStrategy
+from trader.strategy.consensus import ConsensusGate
+from trader.strategy.maxdiff import MaxDiffStrategy
+from trader.strategy.simple import SimpleStrategy
+
+
+def build_strategy(name: str, settings: StrategySettings) -> Strategy:
+    strategy: Strategy
+    if name == "simple":
+        strategy = SimpleStrategy()
+    elif name == "ci_guard":
+        strategy = CiGuardStrategy(
+            settings.ci_lower_quantile, settings.ci_upper_quantile, settings.ci_multiplier
+        )
+    elif name == "maxdiff":
+        strategy = MaxDiffStrategy(settings.maxdiff_entry_quantile, settings.maxdiff_exit_quantile)
+    else:
+        raise ValueError(f"no strategy named {name!r}")
+    return ConsensusGate(strategy) if settings.consensus else strategy
+
+
+def strategies_for(settings: StrategySettings, symbols: Sequence[str]) -> Mapping[str, Strategy]:
+    return {s: build_strategy(settings.per_symbol.get(s, settings.name), settings) for s in symbols}
