@@ -58,21 +58,17 @@ class MaxDiffStrategy:
         return self._rest(ctx, direction, limits, "rest " + " and ".join(parts), inputs, range_bps)
 
     def _exit(
-        self,
-        ctx: DecisionContext,
-        buy: Decimal,
-        sell: Decimal,
-        both: RestingLimits,
-        inputs: Mapping[str, float | str],
+        self, ctx: DecisionContext, both: RestingLimits, inputs: Mapping[str, float | str]
     ) -> Decision:
         """Holding: the opposite limit takes the profit; past it already, leave at market."""
+        buy, sell = both.buy_price, both.sell_price
+        assert buy is not None and sell is not None
         if ctx.position > 0:
             if sell <= ctx.quote.bid:
                 return stand_aside(self.name, ctx, "forecast high is below the bid: exit", inputs)
             limits = RestingLimits(None, sell, both.expires_at)
-            return self._rest(
-                ctx, Direction.LONG, limits, "take profit at the forecast high", inputs
-            )
+            reason = "take profit at the forecast high"
+            return self._rest(ctx, Direction.LONG, limits, reason, inputs)
         if buy >= ctx.quote.ask:
             return stand_aside(self.name, ctx, "forecast low is above the ask: cover", inputs)
         limits = RestingLimits(buy, None, both.expires_at)
