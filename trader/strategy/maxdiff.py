@@ -62,7 +62,8 @@ class MaxDiffStrategy:
     ) -> Decision:
         """Holding: the opposite limit takes the profit; past it already, leave at market."""
         buy, sell = both.buy_price, both.sell_price
-        assert buy is not None and sell is not None
+        assert buy is not None
+        assert sell is not None
         if ctx.position > 0:
             if sell <= ctx.quote.bid:
                 return stand_aside(self.name, ctx, "forecast high is below the bid: exit", inputs)
