@@ -74,6 +74,15 @@ class MarketSettings(Section):
         "(Corwin-Schultz) with replay_spread_bps as its floor; labelled modelled, never real",
     )
     replay_spread_bps: float = Field(5.0, ge=0, description="replay spread (or its floor), bps")
+    replay_price_step: Decimal = Field(
+        Decimal("0.00000001"), gt=0, description="replay: the market's price grid"
+    )
+    replay_amount_step: Decimal = Field(
+        Decimal("0.00000001"), gt=0, description="replay: the market's amount step"
+    )
+    replay_min_notional: Decimal = Field(
+        Decimal(0), ge=0, description="replay: the market's minimum order value"
+    )
 
     @field_validator("symbols")
     @classmethod
@@ -192,6 +201,9 @@ class BrokerSettings(Section):
     maker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper maker fee")
     taker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper taker fee")
     slippage_bps: Decimal = Field(Decimal(2), ge=0, description="paper market-order slippage")
+    max_volume_share: Fraction = Field(
+        0.1, description="paper: a fill takes at most this share of a bar's volume (or quote size)"
+    )
     on_shutdown: Literal["keep", "cancel"] = Field(
         "keep", description="what to do with open orders on a clean stop"
     )

@@ -16,4 +16,108 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (symbol, timeframe, start_ms)
     ) WITHOUT ROWID;
     """,
+    # 2: the trading record. Money is TEXT (exact decimals); times are ISO-8601 UTC text of one
+    # fixed width, so they sort as they read. Positions and cash are kept with the fills that
+    # made them, in the same transaction, and must always equal what the fills imply.
+    """
+    CREATE TABLE account (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        currency TEXT NOT NULL,
+        starting_cash TEXT NOT NULL,
+        cash TEXT NOT NULL,
+        fees_paid TEXT NOT NULL
+    );
+    CREATE TABLE positions (
+        symbol TEXT PRIMARY KEY,
+        amount TEXT NOT NULL,
+        lots TEXT NOT NULL,
+        realized_pnl TEXT NOT NULL
+    );
+    CREATE TABLE orders (
+        client_order_id TEXT PRIMARY KEY,
+        strategy TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        side TEXT NOT NULL,
+        type TEXT NOT NULL,
+        amount TEXT NOT NULL,
+        limit_price TEXT,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        status TEXT NOT NULL,
+        filled_amount TEXT NOT NULL,
+        exchange_order_id TEXT,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX orders_open ON orders (status) WHERE status NOT IN
+        ('filled', 'canceled', 'rejected', 'expired');
+    CREATE TABLE order_events (
+        id INTEGER PRIMARY KEY,
+        client_order_id TEXT NOT NULL REFERENCES orders (client_order_id),
+        at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE TABLE fills (
+        fill_id TEXT PRIMARY KEY,
+        client_order_id TEXT NOT NULL REFERENCES orders (client_order_id),
+        symbol TEXT NOT NULL,
+        side TEXT NOT NULL,
+        price TEXT NOT NULL,
+        amount TEXT NOT NULL,
+        fee TEXT NOT NULL,
+        fee_currency TEXT NOT NULL,
+        liquidity TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE TABLE market_cursor (
+        symbol TEXT PRIMARY KEY,
+        last_bar_start TEXT NOT NULL
+    );
+    CREATE TABLE ticks (
+        at TEXT PRIMARY KEY,
+        finished_at TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        ready INTEGER NOT NULL,
+        skipped TEXT NOT NULL,
+        timings TEXT NOT NULL
+    );
+    CREATE TABLE forecasts (
+        tick TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        model TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (tick, symbol, model)
+    ) WITHOUT ROWID;
+    CREATE TABLE decisions (
+        tick TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        strategy TEXT NOT NULL,
+        direction TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        inputs TEXT NOT NULL,
+        PRIMARY KEY (tick, symbol, strategy)
+    ) WITHOUT ROWID;
+    CREATE TABLE equity (
+        at TEXT PRIMARY KEY,
+        equity TEXT NOT NULL,
+        cash TEXT NOT NULL,
+        exposure TEXT NOT NULL,
+        drawdown REAL NOT NULL
+    );
+    CREATE TABLE trading_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        since TEXT NOT NULL,
+        day TEXT,
+        day_start_equity TEXT,
+        day_peak_equity TEXT
+    );
+    CREATE TABLE trading_state_events (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL
+    );
+    """,
 )

@@ -1,0 +1,6 @@
+"""Brokers: the paper broker now, the live ccxt broker later; one protocol."""
+
+from trader.broker.paper import PaperBroker
+from trader.broker.protocol import Broker, Execution
+
+__all__ = ["Broker", "Execution", "PaperBroker"]

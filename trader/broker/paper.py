@@ -1,0 +1,206 @@
+"""The paper broker and its fill model.
+
+- Market orders fill at once at the real ask (buy) or bid (sell), worsened by the configured
+  slippage, and pay the taker fee. A synthetic quote is no price: such an order is rejected.
+  A limit order that is marketable when sent fills the same way, never past its limit.
+- Resting limit orders fill only when the market trades through them, at their limit (or at
+  the bar's open when the bar opened beyond it): a buy when a bar's low is below it or a real
+  ask drops below it; a sell when a bar's high is above it or a real bid rises above it. They
+  pay the maker fee. Only bars that opened after the order was placed count.
+- One bar that reaches both a resting buy and a resting sell of a symbol fills only the one
+  nearer the bar's open (the bar is taken to reach it first); the other can fill from the next
+  bar on. No round trip ever happens inside one bar.
+- A fill is at most `max_volume_share` of the bar's volume (or of the quote's size); the rest
+  keeps resting. Orders expire at their `expires_at`.
+Fees are rounded up to 1e-8 of the cash currency; fill ids are `<client order id>-<n>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import ROUND_DOWN, ROUND_UP, Decimal
+
+from trader.broker.protocol import Execution
+from trader.config.schema import BrokerSettings
+from trader.domain import (
+    Bar,
+    Fill,
+    Instrument,
+    Liquidity,
+    Order,
+    OrderStatus,
+    OrderType,
+    Quote,
+    QuoteSource,
+    Side,
+    decimal_from_float,
+    quote_currency,
+)
+
+CENT_OF_A_CENT = Decimal("0.00000001")
+BPS = Decimal(10_000)
+
+
+def _against(price: Decimal, side: Side) -> Decimal:
+    """Round a fill price to 1e-8, against us: up for a buy, down for a sell."""
+    return price.quantize(CENT_OF_A_CENT, ROUND_UP if side is Side.BUY else ROUND_DOWN)
+
+
+class PaperBroker:
+    def __init__(self, settings: BrokerSettings, instruments: Mapping[str, Instrument]) -> None:
+        self.settings = settings
+        self.instruments = instruments
+        self._open: dict[str, Order] = {}
+        self._fills: dict[str, int] = {}  # fills so far per client order id
+
+    def restore(self, orders: Sequence[Order], fill_counts: Mapping[str, int]) -> None:
+        self._fills.update(fill_counts)
+        for order in orders:
+            if order.status in {OrderStatus.OPEN, OrderStatus.PARTIALLY_FILLED}:
+                self._open[order.client_order_id] = order
+
+    def open_orders(self) -> list[Order]:
+        return list(self._open.values())
+
+    # --- sending ----------------------------------------------------------------------------
+
+    async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:
+        sent = order.transition(OrderStatus.SUBMITTED)
+        if quote.source is QuoteSource.SYNTHETIC:
+            return Execution(sent.transition(OrderStatus.REJECTED))
+        touch = quote.ask if order.side is Side.BUY else quote.bid
+        marketable = order.type is OrderType.MARKET or (
+            order.limit_price is not None
+            and (
+                touch <= order.limit_price if order.side is Side.BUY else touch >= order.limit_price
+            )
+        )
+        if not marketable:
+            resting = sent.transition(OrderStatus.OPEN)
+            self._open[resting.client_order_id] = resting
+            return Execution(resting)
+        slip = Decimal(1) + order.side.sign * self.settings.slippage_bps / BPS
+        price = _against(touch * slip, order.side)
+        if order.limit_price is not None:
+            price = (
+                min(price, order.limit_price)
+                if order.side is Side.BUY
+                else max(price, order.limit_price)
+            )
+        fill = self._fill(sent, price, sent.amount, Liquidity.TAKER, at)
+        return Execution(sent.with_fill(fill), (fill,))
+
+    async def cancel(self, order: Order, at: datetime) -> Execution:
+        current = self._open.pop(order.client_order_id, order)
+        if current.status.is_terminal:
+            return Execution(current)
+        return Execution(current.transition(OrderStatus.CANCELED))
+
+    # --- the market moving ------------------------------------------------------------------
+
+    async def on_market(
+        self, bars: Sequence[Bar], quotes: Mapping[str, Quote], at: datetime
+    ) -> list[Execution]:
+        executions: list[Execution] = []
+        for bar in sorted(bars, key=lambda b: b.start):
+            executions += self._on_bar(bar)
+        for quote in quotes.values():
+            if quote.source is QuoteSource.REAL:
+                executions += self._on_quote(quote)
+        executions += self._expire(at)
+        return executions
+
+    def _on_bar(self, bar: Bar) -> list[Execution]:
+        candidates = []
+        for order in self._resting(bar.symbol):
+            if order.created_at > bar.start:
+                continue  # placed after this bar opened
+            limit = order.limit_price
+            assert limit is not None
+            through = bar.low < limit if order.side is Side.BUY else bar.high > limit
+            if through:
+                candidates.append(order)
+        if {o.side for o in candidates} == {Side.BUY, Side.SELL}:
+            open_ = decimal_from_float(bar.open)
+            nearer = min(candidates, key=lambda o: abs(open_ - (o.limit_price or open_)))
+            candidates = [o for o in candidates if o.side is nearer.side]
+        executions = []
+        for order in candidates:
+            assert order.limit_price is not None
+            open_ = decimal_from_float(bar.open)
+            # A bar that opened beyond the limit filled it at the open, which is better.
+            price = (
+                min(order.limit_price, open_)
+                if order.side is Side.BUY
+                else max(order.limit_price, open_)
+            )
+            available = decimal_from_float(bar.volume) * decimal_from_float(
+                self.settings.max_volume_share
+            )
+            execution = self._fill_resting(order, price, available, bar.end)
+            if execution is not None:
+                executions.append(execution)
+        return executions
+
+    def _on_quote(self, quote: Quote) -> list[Execution]:
+        executions = []
+        for order in self._resting(quote.symbol):
+            limit = order.limit_price
+            assert limit is not None
+            if order.created_at > quote.at:
+                continue
+            if order.side is Side.BUY and quote.ask < limit:
+                size = quote.ask_size
+            elif order.side is Side.SELL and quote.bid > limit:
+                size = quote.bid_size
+            else:
+                continue
+            share = decimal_from_float(self.settings.max_volume_share)
+            available = size * share if size is not None else order.remaining
+            execution = self._fill_resting(order, limit, available, quote.at)
+            if execution is not None:
+                executions.append(execution)
+        return executions
+
+    def _fill_resting(
+        self, order: Order, price: Decimal, available: Decimal, at: datetime
+    ) -> Execution | None:
+        amount = min(order.remaining, self.instruments[order.symbol].round_amount(available))
+        if amount <= 0:
+            return None
+        fill = self._fill(order, price, amount, Liquidity.MAKER, at)
+        filled = order.with_fill(fill)
+        if filled.status is OrderStatus.FILLED:
+            del self._open[order.client_order_id]
+        else:
+            self._open[order.client_order_id] = filled
+        return Execution(filled, (fill,))
+
+    def _expire(self, at: datetime) -> list[Execution]:
+        expired = []
+        for order in list(self._open.values()):
+            if order.expires_at is not None and order.expires_at <= at:
+                del self._open[order.client_order_id]
+                expired.append(Execution(order.transition(OrderStatus.EXPIRED)))
+        return expired
+
+    def _resting(self, symbol: str) -> list[Order]:
+        return [o for o in self._open.values() if o.symbol == symbol]
+
+    def _fill(
+        self, order: Order, price: Decimal, amount: Decimal, liquidity: Liquidity, at: datetime
+    ) -> Fill:
+        bps = (
+            self.settings.maker_fee_bps
+            if liquidity is Liquidity.MAKER
+            else self.settings.taker_fee_bps
+        )
+        fee = (price * amount * bps / BPS).quantize(CENT_OF_A_CENT, ROUND_UP)
+        n = self._fills.get(order.client_order_id, 0) + 1
+        self._fills[order.client_order_id] = n
+        currency = quote_currency(order.symbol)
+        return Fill(
+            f"{order.client_order_id}-{n}", order.client_order_id, order.symbol, order.side,
+            price, amount, fee, currency, liquidity, at,
+        )  # fmt: skip

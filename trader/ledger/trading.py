@@ -1,0 +1,372 @@
+"""The trading record: orders and their transitions, fills, positions and cash, ticks,
+forecasts, decisions, equity and the trading state.
+
+Every write that changes money is one transaction: the fills, the orders they fill, the
+positions and cash they imply, and the market cursor (which bars the fills came from). A crash
+leaves all of it or none of it, and `load` checks that positions and cash equal what the fills
+imply before anything trades.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from trader.broker.protocol import Execution
+from trader.domain import (
+    Fill,
+    Forecast,
+    Liquidity,
+    Lot,
+    Order,
+    OrderStatus,
+    OrderType,
+    Portfolio,
+    Position,
+    Side,
+    Signal,
+)
+from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
+from trader.ledger.database import Database, LedgerError
+from trader.risk.engine import DayMarks
+from trader.risk.state import TradingState, TradingStatus
+
+_TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
+
+
+@dataclass(frozen=True)
+class LedgerState:
+    """What a restart resumes from."""
+
+    portfolio: Portfolio
+    starting_cash: Decimal
+    open_orders: list[Order]
+    fill_counts: dict[str, int]
+    cursor: dict[str, datetime]  # per symbol: the last bar whose fills are booked
+    status: TradingStatus | None
+    day: DayMarks | None
+    last_tick: datetime | None
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    at: datetime
+    outcome: str
+    ready: int
+    skipped: Mapping[str, str]
+    timings: Mapping[str, float]
+    forecasts: Sequence[Forecast]
+    decisions: Sequence[Signal]
+    equity: Decimal
+    cash: Decimal
+    exposure: Decimal
+    drawdown: float
+    status: TradingStatus
+    day: DayMarks | None
+
+
+def _order_row(order: Order, at: datetime) -> tuple[object, ...]:
+    return (
+        order.client_order_id, order.strategy, order.symbol, order.side.value, order.type.value,
+        money_text(order.amount),
+        money_text(order.limit_price) if order.limit_price is not None else None,
+        time_text(order.created_at),
+        time_text(order.expires_at) if order.expires_at is not None else None,
+        order.status.value, money_text(order.filled_amount), order.exchange_order_id,
+        time_text(at),
+    )  # fmt: skip
+
+
+def _order(row: Sequence[Any]) -> Order:
+    (cid, strategy, symbol, side, type_, amount, limit, created, expires, status, filled,
+     exchange_id) = row[:12]  # fmt: skip
+    return Order(
+        cid, strategy, symbol, Side(side), OrderType(type_), Decimal(amount),
+        optional_money(limit), parse_time(created), OrderStatus(status), Decimal(filled),
+        optional_time(expires), exchange_id,
+    )  # fmt: skip
+
+
+def _fill_row(fill: Fill) -> tuple[object, ...]:
+    return (
+        fill.fill_id, fill.client_order_id, fill.symbol, fill.side.value, money_text(fill.price),
+        money_text(fill.amount), money_text(fill.fee), fill.fee_currency, fill.liquidity.value,
+        time_text(fill.at),
+    )  # fmt: skip
+
+
+def _fill(row: Sequence[Any]) -> Fill:
+    fid, cid, symbol, side, price, amount, fee, currency, liquidity, at = row
+    return Fill(
+        fid, cid, symbol, Side(side), Decimal(price), Decimal(amount), Decimal(fee), currency,
+        Liquidity(liquidity), parse_time(at),
+    )  # fmt: skip
+
+
+_UPSERT_ORDER = """
+    INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (client_order_id) DO UPDATE SET status = excluded.status,
+        filled_amount = excluded.filled_amount, exchange_order_id = excluded.exchange_order_id,
+        updated_at = excluded.updated_at
+"""
+
+
+def _write_orders(
+    c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str
+) -> None:
+    for order in orders:
+        previous = c.execute(
+            "SELECT status, filled_amount FROM orders WHERE client_order_id = ?",
+            (order.client_order_id,),
+        ).fetchone()
+        c.execute(_UPSERT_ORDER, _order_row(order, at))
+        if previous != (order.status.value, money_text(order.filled_amount)):
+            c.execute(
+                "INSERT INTO order_events (client_order_id, at, status, detail) "
+                "VALUES (?, ?, ?, ?)",
+                (order.client_order_id, time_text(at), order.status.value, detail),
+            )
+
+
+def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio) -> None:
+    c.execute(
+        "UPDATE account SET cash = ?, fees_paid = ?",
+        (money_text(portfolio.cash), money_text(portfolio.fees_paid)),
+    )
+    c.execute("DELETE FROM positions")
+    for symbol in sorted(set(portfolio.positions) | set(portfolio.realized_pnl)):
+        position = portfolio.position(symbol)
+        lots = json.dumps([[str(lot.amount), str(lot.price)] for lot in position.lots])
+        realized = portfolio.realized_pnl.get(symbol, Decimal(0))
+        c.execute(
+            "INSERT INTO positions VALUES (?, ?, ?, ?)",
+            (symbol, money_text(position.amount), lots, money_text(realized)),
+        )
+
+
+class TradingLedger:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def open(self, currency: str, starting_cash: Decimal) -> LedgerState:
+        """The ledger's state, creating the account on first use. An existing account keeps
+        its own history: a changed currency is an error, a changed starting cash is ignored."""
+
+        def ensure(c: sqlite3.Connection) -> None:
+            row = c.execute("SELECT currency FROM account").fetchone()
+            if row is None:
+                with c:
+                    c.execute(
+                        "INSERT INTO account VALUES (1, ?, ?, ?, '0')",
+                        (currency, money_text(starting_cash), money_text(starting_cash)),
+                    )
+            elif row[0] != currency:
+                raise LedgerError(
+                    f"the ledger's account is in {row[0]}, the settings say {currency}: "
+                    "use another ledger.path for another currency"
+                )
+
+        await self._db.run(ensure)
+        return await self.load()
+
+    async def load(self) -> LedgerState:
+        return await self._db.run(_load)
+
+    async def record_orders(self, orders: Sequence[Order], at: datetime, detail: str) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            with c:
+                _write_orders(c, orders, at, detail)
+
+        if orders:
+            await self._db.run(write)
+
+    async def book(
+        self,
+        executions: Sequence[Execution],
+        portfolio: Portfolio,
+        at: datetime,
+        cursor: Mapping[str, datetime] | None = None,
+    ) -> None:
+        """Fills, the orders they touched, the positions and cash after them, and how far the
+        market has been read for fills: one transaction."""
+
+        def write(c: sqlite3.Connection) -> None:
+            with c:
+                _write_orders(c, [e.order for e in executions], at, "execution")
+                c.executemany(
+                    "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [_fill_row(fill) for e in executions for fill in e.fills],
+                )
+                if any(e.fills for e in executions):
+                    _write_portfolio(c, portfolio)
+                c.executemany(
+                    "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
+                    "SET last_bar_start = excluded.last_bar_start",
+                    [(s, time_text(t)) for s, t in (cursor or {}).items()],
+                )
+
+        await self._db.run(write)
+
+    async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
+        def write(c: sqlite3.Connection) -> None:
+            with c:
+                _write_status(c, status, day)
+                c.execute(
+                    "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
+                    (time_text(status.since), status.state.value, status.reason),
+                )
+
+        await self._db.run(write)
+
+    async def record_tick(self, record: TickRecord) -> None:
+        tick = time_text(record.at)
+
+        def write(c: sqlite3.Connection) -> None:
+            with c:
+                c.executemany(
+                    "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?)",
+                    [(tick, f.symbol, f.model, _forecast_json(f)) for f in record.forecasts],
+                )
+                c.executemany(
+                    "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            tick,
+                            s.symbol,
+                            s.strategy,
+                            s.direction.value,
+                            s.reason,
+                            json.dumps(dict(s.inputs), sort_keys=True),
+                        )
+                        for s in record.decisions
+                    ],
+                )
+                c.execute(
+                    "INSERT OR REPLACE INTO equity VALUES (?, ?, ?, ?, ?)",
+                    (
+                        tick,
+                        money_text(record.equity),
+                        money_text(record.cash),
+                        money_text(record.exposure),
+                        record.drawdown,
+                    ),
+                )
+                _write_status(c, record.status, record.day)
+                c.execute(
+                    "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        tick,
+                        time_text(record.at),
+                        record.outcome,
+                        record.ready,
+                        json.dumps(dict(record.skipped), sort_keys=True),
+                        json.dumps(dict(record.timings), sort_keys=True),
+                    ),
+                )
+
+        await self._db.run(write)
+
+    async def fills(self) -> list[Fill]:
+        rows = await self._db.run(
+            lambda c: c.execute("SELECT * FROM fills ORDER BY rowid").fetchall()
+        )
+        return [_fill(row) for row in rows]
+
+    async def orders(self) -> list[Order]:
+        rows = await self._db.run(
+            lambda c: c.execute("SELECT * FROM orders ORDER BY rowid").fetchall()
+        )
+        return [_order(row) for row in rows]
+
+
+def _forecast_json(forecast: Forecast) -> str:
+    return json.dumps(
+        {
+            "as_of": time_text(forecast.as_of),
+            "steps": forecast.steps,
+            "quantiles": {
+                f: {str(q): list(v) for q, v in t.items()} for f, t in forecast.quantiles.items()
+            },
+            "mean": {f: list(v) for f, v in forecast.mean.items()},
+        },
+        sort_keys=True,
+    )
+
+
+def _write_status(c: sqlite3.Connection, status: TradingStatus, day: DayMarks | None) -> None:
+    c.execute(
+        "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)",
+        (
+            status.state.value, status.reason, time_text(status.since),
+            day.day.isoformat() if day else None,
+            money_text(day.start) if day else None,
+            money_text(day.peak) if day else None,
+        ),
+    )  # fmt: skip
+
+
+def _load(c: sqlite3.Connection) -> LedgerState:
+    account = c.execute("SELECT currency, starting_cash, cash, fees_paid FROM account").fetchone()
+    if account is None:
+        raise LedgerError("the ledger has no account yet")
+    currency, starting, cash, fees = account
+    fills = [_fill(row) for row in c.execute("SELECT * FROM fills ORDER BY rowid")]
+    derived = Portfolio.from_fills(currency, Decimal(starting), fills)
+    stored = Portfolio(
+        currency,
+        Decimal(cash),
+        {s: Position(s, tuple(Lot(Decimal(a), Decimal(p)) for a, p in json.loads(lots)))
+         for s, _amount, lots, _r in c.execute("SELECT * FROM positions") if json.loads(lots)},
+        {s: Decimal(r) for s, _amount, _lots, r in c.execute("SELECT * FROM positions")},
+        Decimal(fees),
+    )  # fmt: skip
+    _check_consistent(stored, derived)
+    placeholders = ", ".join("?" * len(_TERMINAL))
+    open_rows = c.execute(
+        f"SELECT * FROM orders WHERE status NOT IN ({placeholders}) ORDER BY rowid",  # noqa: S608 - placeholders only
+        _TERMINAL,
+    ).fetchall()
+    counts = dict(
+        c.execute("SELECT client_order_id, count(*) FROM fills GROUP BY client_order_id").fetchall()
+    )
+    cursor = {
+        s: parse_time(t) for s, t in c.execute("SELECT symbol, last_bar_start FROM market_cursor")
+    }
+    status, day = _status(c)
+    last = c.execute("SELECT max(at) FROM ticks").fetchone()[0]
+    return LedgerState(
+        derived, Decimal(starting), [_order(r) for r in open_rows], counts, cursor, status, day,
+        parse_time(last) if last else None,
+    )  # fmt: skip
+
+
+def _status(c: sqlite3.Connection) -> tuple[TradingStatus | None, DayMarks | None]:
+    row = c.execute(
+        "SELECT state, reason, since, day, day_start_equity, day_peak_equity FROM trading_state"
+    ).fetchone()
+    if row is None:
+        return None, None
+    state, reason, since, day, start, peak = row
+    marks = DayMarks(date.fromisoformat(day), Decimal(start), Decimal(peak)) if day else None
+    return TradingStatus(TradingState(state), reason, parse_time(since)), marks
+
+
+def _check_consistent(stored: Portfolio, derived: Portfolio) -> None:
+    problems = []
+    if stored.cash != derived.cash:
+        problems.append(f"cash {stored.cash} but the fills imply {derived.cash}")
+    if stored.fees_paid != derived.fees_paid:
+        problems.append(f"fees {stored.fees_paid} but the fills imply {derived.fees_paid}")
+    for symbol in sorted(set(stored.positions) | set(derived.positions)):
+        if stored.position(symbol) != derived.position(symbol):
+            problems.append(
+                f"{symbol} position {stored.position(symbol).amount} but the fills imply "
+                f"{derived.position(symbol).amount}"
+            )
+    if problems:
+        raise LedgerError("the ledger disagrees with its own fills: " + "; ".join(problems))

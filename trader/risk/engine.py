@@ -1,0 +1,201 @@
+"""Pre-trade risk: every order passes these rules, and the trading state follows equity.
+
+Rules, in order: halted; synthetic or stale quote; reducing-only; order notional; position per
+symbol; total exposure; orders per minute; minimum edge after fees and spread. Orders that
+shrink exposure skip the size, exposure and edge rules (getting out must stay possible).
+Equity drives the state: a drawdown from the day's peak past the limit means REDUCING until
+the next UTC day; a loss since the day's start past the limit means HALTED until resumed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from trader.config.schema import RiskSettings
+from trader.domain import Order, OrderType, Quote, QuoteSource, Side
+from trader.risk.state import TradingState, TradingStatus
+
+
+@dataclass(frozen=True)
+class OrderCheck:
+    """An order and what the risk engine needs to judge it."""
+
+    order: Order
+    price: Decimal  # where it should trade: its limit, or the touch for a market order
+    quote: Quote
+    position: Decimal  # signed amount held now
+    mark: Decimal  # price the position is valued at
+    others_exposure: Decimal  # gross exposure of every other symbol
+    edge_bps: float | None  # the strategy's expected gross move, for orders that add exposure
+
+    @property
+    def reduces(self) -> bool:
+        """Whether the order only shrinks the position (never flips it)."""
+        opposite = (self.order.side is Side.SELL and self.position > 0) or (
+            self.order.side is Side.BUY and self.position < 0
+        )
+        return opposite and self.order.amount <= abs(self.position)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    rule: str  # a bounded label: "ok", "halted", "min_edge", ...
+    reason: str
+
+
+@dataclass(frozen=True)
+class DayMarks:
+    """Equity at the start of the UTC day and its peak since."""
+
+    day: date
+    start: Decimal
+    peak: Decimal
+
+
+OK = Verdict(True, "ok", "accepted")
+
+
+class RiskEngine:
+    def __init__(
+        self,
+        settings: RiskSettings,
+        *,
+        maker_fee_bps: float,
+        taker_fee_bps: float,
+        max_quote_age: timedelta,
+        status: TradingStatus,
+        day: DayMarks | None = None,
+    ) -> None:
+        self.settings = settings
+        self.maker_fee_bps, self.taker_fee_bps = maker_fee_bps, taker_fee_bps
+        self.max_quote_age = max_quote_age
+        self.status = status
+        self.day = day
+        self._sent: deque[datetime] = deque()
+
+    @property
+    def state(self) -> TradingState:
+        return self.status.state
+
+    # --- orders -----------------------------------------------------------------------------
+
+    def check(self, c: OrderCheck, at: datetime) -> Verdict:
+        verdict = self._judge(c, at)
+        if verdict.accepted:
+            self._sent.append(at)
+        return verdict
+
+    def _judge(self, c: OrderCheck, at: datetime) -> Verdict:
+        rules = [self._halted, self._quote, self._reducing, self._rate]
+        if not c.reduces:
+            rules += [self._size, self._edge]
+        for rule in rules:
+            refusal = rule(c, at)
+            if refusal is not None:
+                return refusal
+        return OK
+
+    def _halted(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        if self.state is TradingState.HALTED:
+            return Verdict(False, "halted", f"trading is halted: {self.status.reason}")
+        return None
+
+    def _quote(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        if c.quote.source is QuoteSource.SYNTHETIC:
+            return Verdict(False, "synthetic_quote", "the quote is synthetic: no real price")
+        if c.quote.age(at) > self.max_quote_age:
+            return Verdict(False, "stale_quote", f"the quote is {c.quote.age(at)} old")
+        return None
+
+    def _reducing(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        if self.state is TradingState.REDUCING and not c.reduces:
+            return Verdict(False, "reducing", f"only reducing orders: {self.status.reason}")
+        return None
+
+    def _rate(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        while self._sent and at - self._sent[0] >= timedelta(minutes=1):
+            self._sent.popleft()
+        most = self.settings.max_orders_per_minute
+        if len(self._sent) >= most:
+            return Verdict(False, "order_rate", f"already {most} orders in the last minute")
+        return None
+
+    def _size(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        limits = self.settings
+        notional = c.order.amount * c.price
+        if notional > limits.max_order_notional:
+            why = f"order {notional:.2f} > {limits.max_order_notional}"
+            return Verdict(False, "order_notional", why)
+        after = abs(c.position + c.order.side.sign * c.order.amount) * c.mark
+        if after > limits.max_position_notional:
+            why = f"position {after:.2f} > {limits.max_position_notional}"
+            return Verdict(False, "position_limit", why)
+        if after + c.others_exposure > limits.max_total_exposure:
+            why = f"exposure {after + c.others_exposure:.2f} > {limits.max_total_exposure}"
+            return Verdict(False, "exposure_limit", why)
+        return None
+
+    def _edge(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        if c.edge_bps is None:
+            return Verdict(False, "min_edge", "no expected edge was stated for this entry")
+        if c.order.type is OrderType.LIMIT:
+            costs = 2 * self.maker_fee_bps  # a resting order pays no spread
+        else:
+            spread = c.quote.spread_bps
+            if spread is None:
+                return Verdict(False, "min_edge", "spread unknown: the edge cannot be judged")
+            costs = 2 * self.taker_fee_bps + spread
+        net = c.edge_bps - costs
+        if net < self.settings.min_edge_bps:
+            why = f"edge {net:.1f} bps after fees and spread < {self.settings.min_edge_bps} bps"
+            return Verdict(False, "min_edge", why)
+        return None
+
+    # --- state ------------------------------------------------------------------------------
+
+    def observe_equity(self, at: datetime, equity: Decimal) -> TradingStatus | None:
+        """Follow equity; the new status when it changes, else None."""
+        today = at.date()
+        if self.day is None or self.day.day != today:
+            self.day = DayMarks(today, equity, equity)
+            if self.state is TradingState.REDUCING:
+                return self._move(TradingState.ACTIVE, "a new trading day", at)
+        elif equity > self.day.peak:
+            self.day = DayMarks(today, self.day.start, equity)
+        if self.state is TradingState.HALTED or self.day.start <= 0:
+            return None
+        loss = float((self.day.start - equity) / self.day.start)
+        if loss > self.settings.max_daily_loss:
+            return self._move(
+                TradingState.HALTED,
+                f"daily loss {loss:.2%} > {self.settings.max_daily_loss:.2%}",
+                at,
+            )
+        drawdown = float((self.day.peak - equity) / self.day.peak)
+        if drawdown > self.settings.max_drawdown and self.state is TradingState.ACTIVE:
+            why = f"drawdown {drawdown:.2%} from today's peak > {self.settings.max_drawdown:.2%}"
+            return self._move(TradingState.REDUCING, why, at)
+        return None
+
+    def drawdown(self, equity: Decimal) -> float:
+        if self.day is None or self.day.peak <= 0:
+            return 0.0
+        return max(0.0, float((self.day.peak - equity) / self.day.peak))
+
+    def halt(self, reason: str, at: datetime) -> TradingStatus | None:
+        if self.state is TradingState.HALTED:
+            return None
+        return self._move(TradingState.HALTED, reason, at)
+
+    def resume(self, reason: str, at: datetime) -> TradingStatus | None:
+        if self.state is TradingState.ACTIVE:
+            return None
+        return self._move(TradingState.ACTIVE, reason, at)
+
+    def _move(self, state: TradingState, reason: str, at: datetime) -> TradingStatus:
+        self.status = self.status.to(state, reason, at)
+        return self.status
