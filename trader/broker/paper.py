@@ -48,6 +48,8 @@ def _against(price: Decimal, side: Side) -> Decimal:
 
 
 class PaperBroker:
+    external = False
+
     def __init__(self, settings: BrokerSettings, instruments: Mapping[str, Instrument]) -> None:
         self.settings = settings
         self.instruments = instruments
@@ -55,7 +57,8 @@ class PaperBroker:
         self._fills: dict[str, int] = {}  # fills so far per client order id
 
     def restore(self, orders: Sequence[Order], fill_counts: Mapping[str, int]) -> None:
-        self._fills.update(fill_counts)
+        self._fills = dict(fill_counts)
+        self._open = {}
         for order in orders:
             if order.status in {OrderStatus.OPEN, OrderStatus.PARTIALLY_FILLED}:
                 self._open[order.client_order_id] = order

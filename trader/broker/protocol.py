@@ -19,8 +19,12 @@ class Execution:
 
 
 class Broker(Protocol):
+    # True when orders leave this process (a live exchange): the engine then records each
+    # order durably before sending it, so a crash can never leave one unaccounted for.
+    external: bool
+
     def restore(self, orders: Sequence[Order], fill_counts: Mapping[str, int]) -> None:
-        """Take back the open orders the ledger holds (after a restart)."""
+        """Forget any state and take the ledger's open orders (at start, after a rollback)."""
         ...
 
     async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:

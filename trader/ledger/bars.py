@@ -47,7 +47,8 @@ class BarStore:
                      self.keep - 1),
                 )  # fmt: skip
 
-        await self._db.run(write)
+        # Bars can always be fetched again: their writes need not wait for the disk.
+        await self._db.run(write, durable=False)
 
     async def load(self, symbol: str, timeframe: Timeframe, count: int) -> list[Bar]:
         """The newest `count` bars, oldest first. A row that no longer validates ends the

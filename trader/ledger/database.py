@@ -70,12 +70,23 @@ class Database:
     async def _submit(self, work: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` with the connection on the ledger's thread."""
+    async def run(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
+        """Run `work` with the connection on the ledger's thread. `durable=False` skips the
+        fsync of its commits: for data that can be fetched again (bars), never for money."""
         connection = self._connection
         if connection is None:
             raise LedgerError("the ledger is closed")
-        return await self._submit(lambda: work(connection))
+        if durable:
+            return await self._submit(lambda: work(connection))
+
+        def relaxed() -> T:
+            connection.execute("PRAGMA synchronous=NORMAL")
+            try:
+                return work(connection)
+            finally:
+                connection.execute("PRAGMA synchronous=FULL")
+
+        return await self._submit(relaxed)
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None

@@ -51,6 +51,8 @@ class LedgerState:
     status: TradingStatus | None
     day: DayMarks | None
     last_tick: datetime | None
+    # Orders created since the last completed tick: the only ones a re-run can meet again.
+    recent_orders: dict[str, OrderStatus]
 
 
 @dataclass(frozen=True)
@@ -185,30 +187,29 @@ class TradingLedger:
         if orders:
             await self._db.run(write)
 
-    async def book(
+    async def commit_tick(
         self,
         executions: Sequence[Execution],
         portfolio: Portfolio,
-        at: datetime,
-        cursor: Mapping[str, datetime] | None = None,
+        cursor: Mapping[str, datetime],
+        record: TickRecord,
+        change: TradingStatus | None,
     ) -> None:
-        """Fills, the orders they touched, the positions and cash after them, and how far the
-        market has been read for fills: one transaction."""
+        """Everything a tick did, in one transaction: its fills, the orders they touched, the
+        positions and cash after them, how far the market was read, and the tick's record. A
+        crash leaves the tick whole or absent, never half-booked."""
 
         def write(c: sqlite3.Connection) -> None:
             with c:
-                _write_orders(c, [e.order for e in executions], at, "execution")
-                c.executemany(
-                    "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [_fill_row(fill) for e in executions for fill in e.fills],
-                )
-                if any(e.fills for e in executions):
-                    _write_portfolio(c, portfolio)
+                _write_executions(c, executions, portfolio, record.at)
                 c.executemany(
                     "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
                     "SET last_bar_start = excluded.last_bar_start",
-                    [(s, time_text(t)) for s, t in (cursor or {}).items()],
+                    [(s, time_text(t)) for s, t in cursor.items()],
                 )
+                _write_tick(c, record)
+                if change is not None:
+                    _write_status_event(c, change)
 
         await self._db.run(write)
 
@@ -216,60 +217,14 @@ class TradingLedger:
         def write(c: sqlite3.Connection) -> None:
             with c:
                 _write_status(c, status, day)
-                c.execute(
-                    "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
-                    (time_text(status.since), status.state.value, status.reason),
-                )
+                _write_status_event(c, status)
 
         await self._db.run(write)
 
-    async def record_tick(self, record: TickRecord) -> None:
-        tick = time_text(record.at)
-
-        def write(c: sqlite3.Connection) -> None:
-            with c:
-                c.executemany(
-                    "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?)",
-                    [(tick, f.symbol, f.model, _forecast_json(f)) for f in record.forecasts],
-                )
-                c.executemany(
-                    "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            tick,
-                            s.symbol,
-                            s.strategy,
-                            s.direction.value,
-                            s.reason,
-                            json.dumps(dict(s.inputs), sort_keys=True),
-                        )
-                        for s in record.decisions
-                    ],
-                )
-                c.execute(
-                    "INSERT OR REPLACE INTO equity VALUES (?, ?, ?, ?, ?)",
-                    (
-                        tick,
-                        money_text(record.equity),
-                        money_text(record.cash),
-                        money_text(record.exposure),
-                        record.drawdown,
-                    ),
-                )
-                _write_status(c, record.status, record.day)
-                c.execute(
-                    "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        tick,
-                        time_text(record.at),
-                        record.outcome,
-                        record.ready,
-                        json.dumps(dict(record.skipped), sort_keys=True),
-                        json.dumps(dict(record.timings), sort_keys=True),
-                    ),
-                )
-
-        await self._db.run(write)
+    async def last_tick(self) -> datetime | None:
+        """The last tick that completed, if any (None on a fresh ledger)."""
+        row = await self._db.run(lambda c: c.execute("SELECT max(at) FROM ticks").fetchone())
+        return parse_time(row[0]) if row and row[0] else None
 
     async def fills(self) -> list[Fill]:
         rows = await self._db.run(
@@ -282,6 +237,53 @@ class TradingLedger:
             lambda c: c.execute("SELECT * FROM orders ORDER BY rowid").fetchall()
         )
         return [_order(row) for row in rows]
+
+
+def _write_executions(
+    c: sqlite3.Connection, executions: Sequence[Execution], portfolio: Portfolio, at: datetime
+) -> None:
+    _write_orders(c, [e.order for e in executions], at, "execution")
+    c.executemany(
+        "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [_fill_row(fill) for e in executions for fill in e.fills],
+    )
+    if any(e.fills for e in executions):
+        _write_portfolio(c, portfolio)
+
+
+def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
+    tick = time_text(record.at)
+    c.executemany(
+        "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?)",
+        [(tick, f.symbol, f.model, _forecast_json(f)) for f in record.forecasts],
+    )
+    c.executemany(
+        "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (tick, s.symbol, s.strategy, s.direction.value, s.reason,
+             json.dumps(dict(s.inputs), sort_keys=True))
+            for s in record.decisions
+        ],
+    )  # fmt: skip
+    c.execute(
+        "INSERT OR REPLACE INTO equity VALUES (?, ?, ?, ?, ?)",
+        (tick, money_text(record.equity), money_text(record.cash),
+         money_text(record.exposure), record.drawdown),
+    )  # fmt: skip
+    _write_status(c, record.status, record.day)
+    c.execute(
+        "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
+        (tick, time_text(record.at), record.outcome, record.ready,
+         json.dumps(dict(record.skipped), sort_keys=True),
+         json.dumps(dict(record.timings), sort_keys=True)),
+    )  # fmt: skip
+
+
+def _write_status_event(c: sqlite3.Connection, status: TradingStatus) -> None:
+    c.execute(
+        "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
+        (time_text(status.since), status.state.value, status.reason),
+    )
 
 
 def _forecast_json(forecast: Forecast) -> str:
@@ -339,9 +341,15 @@ def _load(c: sqlite3.Connection) -> LedgerState:
     }
     status, day = _status(c)
     last = c.execute("SELECT max(at) FROM ticks").fetchone()[0]
+    recent = dict(
+        c.execute(
+            "SELECT client_order_id, status FROM orders WHERE created_at > ?", (last or "",)
+        ).fetchall()
+    )
     return LedgerState(
         derived, Decimal(starting), [_order(r) for r in open_rows], counts, cursor, status, day,
         parse_time(last) if last else None,
+        {cid: OrderStatus(status) for cid, status in recent.items()},
     )  # fmt: skip
 
 

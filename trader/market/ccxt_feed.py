@@ -6,14 +6,16 @@ import asyncio
 import difflib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import ccxt.async_support as ccxt
+from ccxt.base.decimal_to_precision import TICK_SIZE
 
 from trader.clock import Clock
 from trader.config.schema import ExchangeSettings
-from trader.domain import Timeframe, from_epoch_ms
+from trader.domain import Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import UnknownSymbols
 from trader.market.hygiene import RawQuote, Row
 from trader.market.retry import Retrier, RetryPolicy
@@ -115,6 +117,26 @@ class CcxtMarketData:
         unknown = [s for s in symbols if s not in markets or markets[s].get("active") is False]
         if unknown:
             raise UnknownSymbols(self.name, unknown, markets)
+
+    def instrument(self, symbol: str) -> Instrument:
+        market = self.exchange.market(symbol)
+        precision, limits = market.get("precision") or {}, market.get("limits") or {}
+
+        def step(value: Any) -> Decimal:
+            if value is None:
+                return Decimal("0.00000001")
+            if self.exchange.precisionMode == TICK_SIZE:
+                return Decimal(str(value))
+            return Decimal(1).scaleb(-int(value))  # a number of decimal places
+
+        def minimum(kind: str) -> Decimal:
+            value = (limits.get(kind) or {}).get("min")
+            return Decimal(str(value)) if value else Decimal(0)
+
+        return Instrument(
+            symbol, step(precision.get("price")), step(precision.get("amount")),
+            minimum("amount"), minimum("cost"),
+        )  # fmt: skip
 
     @property
     def page_limit(self) -> int:

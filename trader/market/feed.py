@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from trader.domain import Timeframe
+from trader.domain import Instrument, Timeframe
 from trader.market.hygiene import RawQuote, Row
 
 
@@ -46,6 +46,10 @@ class MarketData(Protocol):
 
     async def top_of_book(self, symbols: Sequence[str]) -> dict[str, RawQuote]:
         """The best bid and ask per symbol, where the source has them."""
+        ...
+
+    def instrument(self, symbol: str) -> Instrument:
+        """The market's trading rules (price and amount steps, minimums)."""
         ...
 
     @property

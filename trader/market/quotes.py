@@ -19,7 +19,8 @@ SYNTHETIC_NOTICE = "Populating synthetic bid/ask (ADD_LATEST=False)"
 
 
 class SpreadModel(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def spread_bps(self, recent: Sequence[Bar]) -> float:
         """Full bid-ask spread in basis points of the mid, from the most recent bars."""

@@ -11,8 +11,9 @@ import itertools
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from trader.clock import Clock
-from trader.domain import Timeframe, from_epoch_ms
+from trader.domain import Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import UnknownSymbols
 from trader.market.hygiene import RawQuote, Row, parse_row
 from trader.market.quotes import SpreadModel, modelled_quote
@@ -134,9 +135,15 @@ class ReplayMarketData:
     name = "replay"
 
     def __init__(
-        self, recordings: Mapping[str, Recording], clock: Clock, spread: SpreadModel
+        self,
+        recordings: Mapping[str, Recording],
+        clock: Clock,
+        spread: SpreadModel,
+        rules: Instrument | None = None,
     ) -> None:
+        """`rules`: the trading rules every replayed symbol gets (its symbol is replaced)."""
         self._recordings = dict(recordings)
+        self._rules = rules
         self._starts = {symbol: rec.starts for symbol, rec in recordings.items()}
         self._clock = clock
         self.spread = spread
@@ -144,6 +151,11 @@ class ReplayMarketData:
     @property
     def page_limit(self) -> int:
         return 1000
+
+    def instrument(self, symbol: str) -> Instrument:
+        if self._rules is None:
+            return Instrument(symbol, Decimal("0.00000001"), Decimal("0.00000001"))
+        return replace(self._rules, symbol=symbol)
 
     async def start(self, symbols: Sequence[str]) -> None:
         unknown = [s for s in symbols if s not in self._recordings]

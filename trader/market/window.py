@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from datetime import datetime
 
 from trader.domain import Bar, DomainError
 
@@ -38,6 +39,16 @@ class BarWindow:
             if self._bars and bar.start <= self._bars[-1].start:
                 raise DomainError(f"{self.symbol}: bar at {bar.start} is not after the window")
             self._bars.append(bar)
+
+    def since(self, start: datetime | None) -> list[Bar]:
+        """The bars that started after `start` (all of them for None), oldest first."""
+        newer: list[Bar] = []
+        for bar in reversed(self._bars):
+            if start is not None and bar.start <= start:
+                break
+            newer.append(bar)
+        newer.reverse()
+        return newer
 
     def snapshot(self) -> tuple[Bar, ...]:
         return tuple(self._bars)

@@ -1,0 +1,152 @@
+"""From a decision to orders: what to cancel, what to send, and how big.
+
+At market: hold the target (a share of equity, capped by the risk limits) in the decided
+direction. A position already held in that direction is topped up to its target but never
+trimmed, so equity moving does not churn it; flat means close it. Resting limits replace the
+symbol's resting orders every tick. Every order is at most `max_order_notional`: a larger
+move takes several ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from trader.config.schema import RiskSettings, StrategySettings
+from trader.domain import (
+    ZERO,
+    Direction,
+    Instrument,
+    Order,
+    OrderType,
+    Quote,
+    Side,
+)
+from trader.risk.sizing import order_size, target_amount
+from trader.strategy.base import AtMarket, Decision, RestingLimits
+
+
+@dataclass(frozen=True)
+class Book:
+    """What the planner knows of the account, for one symbol."""
+
+    position: Decimal
+    equity: Decimal
+    others_exposure: Decimal
+    resting: Sequence[Order]
+
+
+@dataclass(frozen=True)
+class Intent:
+    order: Order  # PENDING, with its deterministic id
+    price: Decimal  # where it should trade: its limit, or the touch
+    edge_bps: float | None
+
+
+@dataclass(frozen=True)
+class OrderPlan:
+    cancels: tuple[Order, ...]
+    intents: tuple[Intent, ...]
+
+
+@dataclass(frozen=True)
+class Planner:
+    strategy: StrategySettings
+    risk: RiskSettings
+
+    def plan(
+        self,
+        decision: Decision,
+        *,
+        at: datetime,
+        quote: Quote,
+        instrument: Instrument,
+        book: Book,
+    ) -> OrderPlan:
+        if isinstance(decision.plan, AtMarket):
+            intents = self._at_market(decision, decision.plan, at, quote, instrument, book)
+        else:
+            intents = self._resting(decision, decision.plan, at, instrument, book)
+        return OrderPlan(tuple(book.resting), tuple(intents))
+
+    def _target(
+        self, direction: Direction, price: Decimal, instrument: Instrument, book: Book
+    ) -> Decimal:
+        return target_amount(
+            direction,
+            equity=book.equity,
+            price=price,
+            instrument=instrument,
+            fraction=self.strategy.position_fraction,
+            max_position_notional=self.risk.max_position_notional,
+            room=self.risk.max_total_exposure - book.others_exposure,
+        )
+
+    def _size(self, amount: Decimal, price: Decimal, instrument: Instrument) -> Decimal:
+        return order_size(
+            amount,
+            price=price,
+            instrument=instrument,
+            max_order_notional=self.risk.max_order_notional,
+        )
+
+    def _at_market(
+        self,
+        decision: Decision,
+        plan: AtMarket,
+        at: datetime,
+        quote: Quote,
+        instrument: Instrument,
+        book: Book,
+    ) -> list[Intent]:
+        held = book.position
+        target = self._target(plan.direction, quote.mid, instrument, book)
+        same_way = held != 0 and target != 0 and (held > 0) == (target > 0)
+        delta = (target - held) if not same_way or abs(target) > abs(held) else ZERO
+        if delta == 0:
+            return []
+        side = Side.BUY if delta > 0 else Side.SELL
+        touch = quote.ask if side is Side.BUY else quote.bid
+        amount = self._size(abs(delta), touch, instrument)
+        if amount == 0:
+            return []
+        order = Order.create(
+            strategy=decision.signal.strategy, symbol=decision.signal.symbol, side=side,
+            type=OrderType.MARKET, amount=amount, limit_price=None, tick_time=at, leg="market",
+        )  # fmt: skip
+        return [Intent(order, touch, decision.edge_bps)]
+
+    def _resting(
+        self,
+        decision: Decision,
+        plan: RestingLimits,
+        at: datetime,
+        instrument: Instrument,
+        book: Book,
+    ) -> list[Intent]:
+        held = book.position
+        intents = []
+        for side, limit in ((Side.BUY, plan.buy_price), (Side.SELL, plan.sell_price)):
+            if limit is None:
+                continue
+            price = instrument.round_price(limit, side)
+            if price <= 0:
+                continue
+            closing = (side is Side.BUY and held < 0) or (side is Side.SELL and held > 0)
+            if closing:
+                wanted = abs(held)
+            else:
+                direction = Direction.LONG if side is Side.BUY else Direction.SHORT
+                wanted = abs(self._target(direction, price, instrument, book)) - abs(held)
+            amount = self._size(wanted, price, instrument) if wanted > 0 else ZERO
+            if amount == 0:
+                continue
+            order = Order.create(
+                strategy=decision.signal.strategy, symbol=decision.signal.symbol, side=side,
+                type=OrderType.LIMIT, amount=amount, limit_price=price, tick_time=at,
+                leg=side.value, expires_at=plan.expires_at,
+            )  # fmt: skip
+            intents.append(Intent(order, price, None if closing else decision.edge_bps))
+        return intents
