@@ -7,7 +7,15 @@ from decimal import Decimal
 
 from tests.unit.engine.builders import T0, quote
 from trader.config.schema import RiskSettings, StrategySettings
-from trader.domain import Direction, Instrument, Order, OrderType, Side, Signal
+from trader.domain import (
+    Direction,
+    Instrument,
+    Order,
+    OrderType,
+    Side,
+    Signal,
+    client_order_id,
+)
 from trader.engine.planning import Book, Planner
 from trader.strategy import AtMarket, Decision, RestingLimits
 
@@ -58,9 +66,10 @@ def test_flat_closes_the_position_and_a_reversal_goes_through_zero_to_the_target
 
 
 def test_resting_limits_replace_earlier_resting_orders_but_never_this_ticks_own():
-    old = Order.create(strategy="maxdiff", symbol="SOL/USDT", side=Side.BUY, type=OrderType.LIMIT,
-                       amount=Decimal(1), limit_price=Decimal(90), tick_time=T0 - timedelta(hours=1),
-                       leg="buy")  # fmt: skip
+    old = Order.create(
+        strategy="maxdiff", symbol="SOL/USDT", side=Side.BUY, type=OrderType.LIMIT,
+        amount=Decimal(1), limit_price=Decimal(90), tick_time=T0 - timedelta(hours=1), leg="buy",
+    )  # fmt: skip
     limits = RestingLimits(Decimal("97.123"), Decimal("103.456"), AT + timedelta(hours=1))
     result = plan(decide(limits), book(resting=[old], position="2"))
     assert result.cancels == (old,)
@@ -72,11 +81,10 @@ def test_resting_limits_replace_earlier_resting_orders_but_never_this_ticks_own(
     assert sell.order.amount == Decimal(2)  # the take-profit closes what is held
     assert sell.edge_bps is None
     assert sell.order.expires_at == AT + timedelta(hours=1)
+    # Ids come from (strategy, symbol, tick, leg) alone.
     assert {buy.order.client_order_id, sell.order.client_order_id} == {
-        Order.create(strategy="simple", symbol="SOL/USDT", side=Side.BUY, type=OrderType.LIMIT,
-                     amount=Decimal(1), limit_price=Decimal(1), tick_time=AT, leg=leg).client_order_id
-        for leg in ("buy", "sell")
-    }  # fmt: skip
+        client_order_id("simple", "SOL/USDT", AT, leg) for leg in ("buy", "sell")
+    }
 
 
 def test_no_order_below_the_markets_minimums():
