@@ -42,7 +42,14 @@ def _load(args: argparse.Namespace) -> LoadedSettings:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return asyncio.run(Service(_load(args)).run())
+    loaded = _load(args)
+    if args.replay:
+        from trader.replay_cli import run_replay_command  # noqa: PLC0415 - only replay needs it
+
+        return run_replay_command(
+            loaded.settings, args.replay, args.symbol, args.speed, args.max_ticks
+        )
+    return asyncio.run(Service(loaded).run())
 
 
 def _utc_date(text: str) -> datetime:
@@ -121,6 +128,16 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     run = verbs.add_parser("run", parents=[common], help="run the daemon")
+    run.add_argument(
+        "--replay", nargs="+", type=Path, metavar="FILE", help="paper-trade recorded bars instead"
+    )
+    run.add_argument(
+        "--symbol", action="append", help="symbol of each replay file, in order (default: its name)"
+    )
+    run.add_argument(
+        "--speed", type=float, help="replay at this multiple of real time (default: at once)"
+    )
+    run.add_argument("--max-ticks", type=int, help="stop after this many ticks")
     run.set_defaults(handler=cmd_run)
 
     fetch = verbs.add_parser(

@@ -14,9 +14,8 @@ from tests.integration.emulated import Venue, ccxt_feed, venue
 from trader.config.schema import MarketSettings
 from trader.domain import QuoteSource, decimal_from_float
 from trader.emulator import EmulatorServer, Fault
-from trader.market.feed import UnknownSymbols
+from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.hygiene import SkipReason
-from trader.market.retry import ExchangeCallFailed
 from trader.market.step import MarketDataStep
 
 pytestmark = pytest.mark.integration

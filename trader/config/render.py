@@ -21,7 +21,9 @@ def _jsonable(value: Any) -> Any:
     """Plain JSON values; secrets masked, decimals as exact strings."""
     if isinstance(value, SecretStr):
         return MASK
-    if isinstance(value, Decimal | Path):
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, Path):
         return str(value)
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
@@ -87,8 +89,10 @@ def _toml(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
-    if isinstance(value, Decimal | Path | str):
-        # Decimals as strings: TOML floats would not keep them exact.
+    if isinstance(value, Decimal):
+        # Decimals as strings, written out: TOML floats would not keep them exact.
+        return json.dumps(format(value, "f"))
+    if isinstance(value, Path | str):
         return json.dumps(str(value))
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"

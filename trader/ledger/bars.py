@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from trader.domain import Bar, DomainError, Timeframe, from_epoch_ms
-from trader.ledger.database import Database
+from trader.ledger.database import Database, transaction
 
 
 def _ms(bar: Bar) -> int:
@@ -29,8 +29,7 @@ class BarStore:
         first = bars[0]
 
         def write(connection: sqlite3.Connection) -> None:
-            with connection:
-                connection.execute("BEGIN")
+            with transaction(connection):
                 connection.executemany(
                     """INSERT INTO bars VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                        ON CONFLICT (symbol, timeframe, start_ms) DO UPDATE SET

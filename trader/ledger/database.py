@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,6 +18,20 @@ T = TypeVar("T")
 
 class LedgerError(Exception):
     """The ledger cannot be used as it is (newer schema, unreadable file)."""
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """All of the block's writes, or none. The connection is in autocommit mode (so nothing
+    is ever left open by accident), which is why every multi-statement write needs this."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -38,15 +53,10 @@ def migrate(connection: sqlite3.Connection) -> int:
             f"({len(MIGRATIONS)}): upgrade trader or point ledger.path elsewhere"
         )
     for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-        connection.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(connection):
             for statement in filter(str.strip, script.split(";")):
                 connection.execute(statement)
             connection.execute(f"PRAGMA user_version = {number}")
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
     return len(MIGRATIONS)
 
 

@@ -32,7 +32,7 @@ from trader.domain import (
     Signal,
 )
 from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
-from trader.ledger.database import Database, LedgerError
+from trader.ledger.database import Database, LedgerError, transaction
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
@@ -162,7 +162,7 @@ class TradingLedger:
         def ensure(c: sqlite3.Connection) -> None:
             row = c.execute("SELECT currency FROM account").fetchone()
             if row is None:
-                with c:
+                with transaction(c):
                     c.execute(
                         "INSERT INTO account VALUES (1, ?, ?, ?, '0')",
                         (currency, money_text(starting_cash), money_text(starting_cash)),
@@ -181,7 +181,7 @@ class TradingLedger:
 
     async def record_orders(self, orders: Sequence[Order], at: datetime, detail: str) -> None:
         def write(c: sqlite3.Connection) -> None:
-            with c:
+            with transaction(c):
                 _write_orders(c, orders, at, detail)
 
         if orders:
@@ -200,7 +200,7 @@ class TradingLedger:
         crash leaves the tick whole or absent, never half-booked."""
 
         def write(c: sqlite3.Connection) -> None:
-            with c:
+            with transaction(c):
                 _write_executions(c, executions, portfolio, record.at)
                 c.executemany(
                     "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
@@ -215,7 +215,7 @@ class TradingLedger:
 
     async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
         def write(c: sqlite3.Connection) -> None:
-            with c:
+            with transaction(c):
                 _write_status(c, status, day)
                 _write_status_event(c, status)
 
@@ -328,6 +328,15 @@ def _load(c: sqlite3.Connection) -> LedgerState:
         Decimal(fees),
     )  # fmt: skip
     _check_consistent(stored, derived)
+    filled: dict[str, Decimal] = {}
+    for fill in fills:
+        filled[fill.client_order_id] = filled.get(fill.client_order_id, Decimal(0)) + fill.amount
+    for cid, amount in c.execute("SELECT client_order_id, filled_amount FROM orders"):
+        if Decimal(amount) != filled.get(cid, Decimal(0)):
+            raise LedgerError(
+                f"the ledger disagrees with its own fills: order {cid} says {amount} filled, "
+                f"its fills add up to {filled.get(cid, Decimal(0))}"
+            )
     placeholders = ", ".join("?" * len(_TERMINAL))
     open_rows = c.execute(
         f"SELECT * FROM orders WHERE status NOT IN ({placeholders}) ORDER BY rowid",  # noqa: S608 - placeholders only

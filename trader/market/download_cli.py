@@ -14,8 +14,8 @@ from trader.config.schema import ExchangeSettings
 from trader.domain import Timeframe
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.download import download
-from trader.market.feed import UnknownSymbols
-from trader.market.retry import ExchangeCallFailed, RetryPolicy
+from trader.market.feed import ExchangeCallFailed, UnknownSymbols
+from trader.market.retry import RetryPolicy
 
 EX_USAGE, EX_UNAVAILABLE = 64, 69
 

@@ -11,6 +11,15 @@ from trader.domain import Instrument, Timeframe
 from trader.market.hygiene import RawQuote, Row
 
 
+class ExchangeCallFailed(Exception):
+    """An exchange call that failed for good: retries used up, the exchange asked us to wait
+    longer than we may, or an error retrying cannot fix. `kind` is a bounded label."""
+
+    def __init__(self, what: str, kind: str, detail: str) -> None:
+        super().__init__(f"{what}: {kind}: {detail}")
+        self.what, self.kind = what, kind
+
+
 class UnknownSymbols(Exception):
     """Symbols the source does not list; the message names each, with a suggestion."""
 

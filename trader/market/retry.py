@@ -12,17 +12,9 @@ from typing import TypeVar
 import ccxt.async_support as ccxt
 
 from trader.clock import Clock
+from trader.market.feed import ExchangeCallFailed
 
 T = TypeVar("T")
-
-
-class ExchangeCallFailed(Exception):
-    """An exchange call that failed for good: retries used up, the exchange asked us to wait
-    longer than we may, or an error retrying cannot fix. `kind` is a bounded label."""
-
-    def __init__(self, what: str, kind: str, detail: str) -> None:
-        super().__init__(f"{what}: {kind}: {detail}")
-        self.what, self.kind = what, kind
 
 
 def error_kind(error: BaseException) -> str | None:

@@ -19,7 +19,7 @@ import structlog
 from trader.config.schema import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
-from trader.market.feed import MarketData, UnknownSymbols
+from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
     BarCheck,
     Row,
@@ -30,7 +30,6 @@ from trader.market.hygiene import (
     is_fresh,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
-from trader.market.retry import ExchangeCallFailed
 from trader.market.window import BarWindow
 
 

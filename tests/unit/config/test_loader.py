@@ -138,12 +138,12 @@ def test_lists_and_tables_come_from_comma_lists_or_json(tmp_path):
         tmp_path,
         env={
             "TRADER_MARKET__SYMBOLS": " SOL/USDT, ETH/USDT ",
-            "TRADER_FORECAST__QUANTILES": "[0.9, 0.1, 0.5]",
+            "TRADER_FORECAST__QUANTILES": "[0.9, 0.1, 0.5, 0.8, 0.2, 0.6, 0.4, 0.6]",
             "TRADER_STRATEGY__PER_SYMBOL": '{"SOL/USDT": "maxdiff"}',
         },
     )
     assert loaded.settings.market.symbols == ["SOL/USDT", "ETH/USDT"]
-    assert loaded.settings.forecast.quantiles == [0.1, 0.5, 0.9]
+    assert loaded.settings.forecast.quantiles == [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9]
     assert loaded.settings.strategy.per_symbol == {"SOL/USDT": "maxdiff"}
     assert "not valid JSON" in problems(tmp_path, env={"TRADER_MARKET__SYMBOLS": "[1,"})
     assert "JSON object" in problems(tmp_path, env={"TRADER_STRATEGY__PER_SYMBOL": "a=b"})
@@ -160,6 +160,7 @@ def test_lists_and_tables_come_from_comma_lists_or_json(tmp_path):
         ({"TRADER_STRATEGY__PER_SYMBOL": '{"ETH/USDT": "simple"}'}, "not in market.symbols"),
         ({"TRADER_FORECAST__DEVICE": "gpu"}, "forecast.device: 'gpu' is not auto, cpu, cuda"),
         ({"TRADER_FORECAST__QUANTILES": "0.5,1.5"}, "strictly between 0 and 1"),
+        ({"TRADER_FORECAST__QUANTILES": "0.1,0.5,0.9"}, "lacks [0.2, 0.4, 0.6, 0.8], which the"),
         ({"TRADER_RISK__MAX_ORDER_NOTIONAL": "NaN"}, "risk.max_order_notional"),
         ({"TRADER_INSTANCE": "Has Space"}, "instance: use 1-63 of a-z"),
         ({"TRADER_BROKER__MODE": "yolo"}, "broker.mode: Input should be 'paper' or 'live'"),

@@ -8,7 +8,8 @@ import ccxt.async_support as ccxt
 import pytest
 
 from trader.clock import SimulatedClock
-from trader.market.retry import ExchangeCallFailed, Retrier, RetryPolicy, error_kind
+from trader.market.feed import ExchangeCallFailed
+from trader.market.retry import Retrier, RetryPolicy, error_kind
 
 
 @pytest.mark.parametrize(
