@@ -25,8 +25,10 @@ def filled_order() -> tuple[Order, Fill]:
         strategy="simple", symbol="SOL/USDT", side=Side.BUY, type=OrderType.MARKET,
         amount=Decimal(2), limit_price=None, tick_time=AT, leg="market",
     ).transition(OrderStatus.SUBMITTED)  # fmt: skip
-    fill = Fill(f"{order.client_order_id}-1", order.client_order_id, "SOL/USDT", Side.BUY,
-                Decimal("100.5"), Decimal(2), Decimal("0.201"), "USDT", Liquidity.TAKER, AT)  # fmt: skip
+    fill = Fill(
+        f"{order.client_order_id}-1", order.client_order_id, "SOL/USDT", Side.BUY,
+        Decimal("100.5"), Decimal(2), Decimal("0.201"), "USDT", Liquidity.TAKER, AT,
+    )  # fmt: skip
     return order.with_fill(fill), fill
 
 
