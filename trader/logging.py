@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import structlog
 from structlog.contextvars import bound_contextvars as log_context
-from structlog.typing import EventDict, Processor, WrappedLogger
+from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 from trader.config.schema import LogSettings
 
@@ -76,10 +76,12 @@ def configure_logging(
         renderer = structlog.processors.JSONRenderer(default=str)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=True)
+    level = logging.getLevelNamesMapping()[settings.level]
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        # Calls below the level return at once, before any processor runs (hot paths log).
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         cache_logger_on_first_use=False,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
@@ -95,13 +97,13 @@ def configure_logging(
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    level = logging.getLevelNamesMapping()[settings.level]
     root.setLevel(level)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
     logging.captureWarnings(True)
 
 
-def get_logger(name: str, **context: Any) -> structlog.stdlib.BoundLogger:
-    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+def get_logger(name: str, **context: Any) -> FilteringBoundLogger:
+    """The logger for `name`: every module gets its logger here."""
+    logger: FilteringBoundLogger = structlog.get_logger(name)
     return logger.bind(**context) if context else logger

@@ -9,9 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import structlog
-
 from trader.config.schema import Settings
+from trader.logging import get_logger
 from trader.market.replay import ReplayDataError, read_recording
 from trader.runner import ModelUnavailable, run_replay
 
@@ -25,7 +24,7 @@ def run_replay_command(
     speed: float | None,
     max_ticks: int | None,
 ) -> int:
-    log = structlog.stdlib.get_logger("trader.replay")
+    log = get_logger("trader.replay")
     if symbols and len(symbols) != len(files):
         sys.stderr.write("trader run: give one --symbol per --replay file, or none\n")
         return 2

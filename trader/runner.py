@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-import structlog
-
 from trader.broker.paper import PaperBroker
 from trader.clock import Clock, SimulatedClock
 from trader.config.schema import Settings
@@ -22,6 +20,7 @@ from trader.forecast.protocol import Forecaster
 from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
 from trader.ledger.trading import TradingLedger
+from trader.logging import get_logger
 from trader.market.feed import MarketData
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
@@ -141,7 +140,7 @@ async def run_replay(
     hooks: EngineHooks | None = None,
 ) -> ReplaySummary:
     """Drive the engine over `recordings`, resuming after the ledger's last completed tick."""
-    log = structlog.stdlib.get_logger("trader.replay")
+    log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
     database = await Database.open(settings.ledger.path)
     try:

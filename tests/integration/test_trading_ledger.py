@@ -4,16 +4,18 @@ record rather than trading on it."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
+from tests.unit.engine.builders import TF, forecast
 from trader.broker.protocol import Execution
 from trader.domain import Fill, Liquidity, Order, OrderStatus, OrderType, Portfolio, Side
 from trader.ledger import Database
 from trader.ledger.database import LedgerError, transaction
-from trader.ledger.trading import TickRecord, TradingLedger
+from trader.ledger.trading import TickRecord, TradingLedger, read_forecast
 from trader.risk import DayMarks, TradingState, TradingStatus
 
 pytestmark = pytest.mark.integration
@@ -109,3 +111,16 @@ async def test_another_currency_needs_another_ledger(tmp_path):
     with pytest.raises(LedgerError, match="in USDT, the settings say EUR"):
         await ledger.open("EUR", Decimal(1))
     await database.close()
+
+
+async def test_forecasts_are_stored_exactly(tmp_path):
+    database = await Database.open(tmp_path / "ledger.sqlite3")
+    ledger = TradingLedger(database)
+    await ledger.open("USDT", Decimal(10_000))
+    original = forecast(101.123456789, width=0.37, steps=3)
+    status = TradingStatus(TradingState.ACTIVE, "started", AT)
+    tick = replace(record(status, Decimal(10_000)), forecasts=[original])
+    await ledger.commit_tick([], Portfolio("USDT", Decimal(10_000)), {}, tick, None)
+    row = await database.run(lambda c: c.execute("SELECT * FROM forecasts").fetchone()[1:])
+    await database.close()
+    assert read_forecast(row, TF) == original

@@ -94,10 +94,10 @@ class PaperBroker:
         fill = self._fill(sent, price, sent.amount, Liquidity.TAKER, at)
         return Execution(sent.with_fill(fill), (fill,))
 
-    async def cancel(self, order: Order, at: datetime) -> Execution:
+    async def cancel(self, order: Order, at: datetime) -> Execution | None:
         current = self._open.pop(order.client_order_id, order)
         if current.status.is_terminal:
-            return Execution(current)
+            return None
         return Execution(current.transition(OrderStatus.CANCELED))
 
     # --- the market moving ------------------------------------------------------------------

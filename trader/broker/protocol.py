@@ -31,7 +31,9 @@ class Broker(Protocol):
         """Send a PENDING order; it comes back open, filled or rejected."""
         ...
 
-    async def cancel(self, order: Order, at: datetime) -> Execution: ...
+    async def cancel(self, order: Order, at: datetime) -> Execution | None:
+        """The order cancelled, or None when it had already ended (filled, expired)."""
+        ...
 
     async def on_market(
         self, bars: Sequence[Bar], quotes: Mapping[str, Quote], at: datetime

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,12 +19,12 @@ _CROSSING_TOLERANCE = 1e-9
 
 
 def _series(values: Sequence[float], steps: int, where: str) -> tuple[float, ...]:
-    series = tuple(float(v) for v in values)
+    series = tuple(map(float, values))
     if len(series) != steps:
         raise DomainError(f"{where}: expected {steps} steps, got {len(series)}")
-    for value in series:
-        if not math.isfinite(value):
-            raise DomainError(f"{where}: non-finite value {value}")
+    if not all(map(math.isfinite, series)):
+        bad = next(v for v in series if not math.isfinite(v))
+        raise DomainError(f"{where}: non-finite value {bad}")
     return series
 
 
@@ -39,7 +40,10 @@ def _quantile_table(
         if not 0.0 < level < 1.0:
             raise DomainError(f"quantile level {level} is outside (0, 1)")
     for lower, upper in itertools.pairwise(levels):
-        for step, (lo, hi) in enumerate(zip(table[lower], table[upper], strict=True)):
+        below, above = table[lower], table[upper]
+        if all(map(operator.le, below, above)):
+            continue  # the common case, checked in C
+        for step, (lo, hi) in enumerate(zip(below, above, strict=True)):
             if lo > hi + _CROSSING_TOLERANCE * max(1.0, abs(hi)):
                 raise DomainError(
                     f"{field} step {step}: quantile {lower} ({lo}) is above quantile {upper} ({hi})"

@@ -9,8 +9,7 @@ decimal that prints as the float (what the exchange sent as text).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from decimal import (
     Context,
     Decimal,
@@ -29,11 +28,9 @@ _EXACT = Context(prec=100, traps=[Inexact, InvalidOperation, DivisionByZero, Ove
 ZERO = Decimal(0)
 
 
-@contextmanager
-def exact() -> Iterator[Context]:
+def exact() -> AbstractContextManager[Context]:
     """Run ledger arithmetic under a context where any rounding raises `decimal.Inexact`."""
-    with localcontext(_EXACT) as ctx:
-        yield ctx
+    return localcontext(_EXACT)
 
 
 def to_decimal(value: Decimal | int | str, name: str) -> Decimal:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
@@ -192,7 +192,7 @@ class Order:
             )
         if status is OrderStatus.FILLED and self.filled_amount != self.amount:
             raise DomainError(f"order {self.client_order_id}: FILLED needs its fills first")
-        return replace(self, status=status)
+        return self._evolve(status=status)
 
     def with_fill(self, fill: Fill) -> Order:
         """The order after `fill`; its status follows unless it already ended (late fill)."""
@@ -212,4 +212,15 @@ class Order:
         status = self.status
         if not status.is_terminal:
             status = OrderStatus.FILLED if filled == self.amount else OrderStatus.PARTIALLY_FILLED
-        return replace(self, filled_amount=filled, status=status)
+        return self._evolve(filled_amount=filled, status=status)
+
+    def _evolve(self, **changes: object) -> Order:
+        """A copy with `changes`. Only transitions use it, and their own checks keep every
+        invariant `__post_init__` checks, so the full re-validation is skipped."""
+        order = object.__new__(Order)
+        for name in _FIELDS:
+            object.__setattr__(order, name, changes.get(name, getattr(self, name)))
+        return order
+
+
+_FIELDS = tuple(f.name for f in fields(Order))

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Protocol, TypeVar
-
-import structlog
 
 from trader.broker.protocol import Broker, Execution
 from trader.config.schema import Settings
@@ -38,7 +36,7 @@ from trader.domain import (
 from trader.engine.planning import Book, Intent, Planner
 from trader.forecast.protocol import Forecaster, ForecastRequest
 from trader.ledger.trading import LedgerState, TickRecord, TradingLedger
-from trader.logging import log_context
+from trader.logging import get_logger, log_context
 from trader.market.step import MarketDataStep, SymbolData, TickData
 from trader.risk.engine import OrderCheck, RiskEngine, Verdict
 from trader.risk.state import TradingStatus
@@ -119,7 +117,7 @@ class Engine:
         )
         # One worker per device: inference never runs on the event loop.
         self._inference = inference or ThreadPoolExecutor(1, thread_name_prefix="inference")
-        self._log = structlog.stdlib.get_logger("trader.engine")
+        self._log = get_logger("trader.engine")
         self._recover(state)
 
     def _recover(self, state: LedgerState) -> None:
@@ -248,30 +246,29 @@ class Engine:
         primary = forecasts.get(self.forecasters[0].name, {})
         decisions = {}
         for symbol, symbol_data in data.ready.items():
-            with log_context(symbol=symbol):
-                if symbol not in primary:
-                    report.skipped[symbol] = "no_forecast"
-                    continue
-                context = DecisionContext(
-                    symbol, at, symbol_data.bars, symbol_data.quote, primary[symbol],
-                    {m: f[symbol] for m, f in forecasts.items() if symbol in f},
-                    self.portfolio.position(symbol).amount, self.costs,
-                    self.settings.strategy.allow_short,
-                )  # fmt: skip
-                strategy = self.strategies[symbol]
-                try:
-                    decision = strategy.decide(context)
-                except Exception:
-                    self._log.exception("strategy failed", strategy=strategy.name)
-                    report.skipped[symbol] = "strategy_error"
-                    continue
-                signal = decision.signal
-                self._log.info(
-                    "decision", strategy=signal.strategy, direction=str(signal.direction),
-                    reason=signal.reason, **dict(signal.inputs),
-                )  # fmt: skip
-                report.decisions.append(signal)
-                decisions[symbol] = decision
+            if symbol not in primary:
+                report.skipped[symbol] = "no_forecast"
+                continue
+            context = DecisionContext(
+                symbol, at, symbol_data.bars, symbol_data.quote, primary[symbol],
+                {m: f[symbol] for m, f in forecasts.items() if symbol in f},
+                self.portfolio.position(symbol).amount, self.costs,
+                self.settings.strategy.allow_short,
+            )  # fmt: skip
+            strategy = self.strategies[symbol]
+            try:
+                decision = strategy.decide(context)
+            except Exception:
+                self._log.exception("strategy failed", symbol=symbol, strategy=strategy.name)
+                report.skipped[symbol] = "strategy_error"
+                continue
+            signal = decision.signal
+            self._log.info(
+                "decision", symbol=symbol, strategy=signal.strategy,
+                direction=str(signal.direction), reason=signal.reason, **dict(signal.inputs),
+            )  # fmt: skip
+            report.decisions.append(signal)
+            decisions[symbol] = decision
         return decisions
 
     # --- orders -----------------------------------------------------------------------------
@@ -291,32 +288,39 @@ class Engine:
             s: abs(p.amount * marks[s]) for s, p in self.portfolio.positions.items() if s in marks
         }
 
-    def _book_for(
-        self, symbol: str, at: datetime, equity: Decimal, marks: Mapping[str, Decimal]
-    ) -> Book:
+    def _books(
+        self, symbols: Iterable[str], at: datetime, equity: Decimal, marks: Mapping[str, Decimal]
+    ) -> dict[str, Book]:
         exposures = self._exposures(marks)
-        return Book(
-            position=self.portfolio.position(symbol).amount,
-            equity=equity,
-            others_exposure=sum((v for s, v in exposures.items() if s != symbol), ZERO),
+        total = sum(exposures.values(), ZERO)
+        resting: dict[str, list[Order]] = {}
+        for order in self.broker.open_orders():
             # Orders of this very tick are its own plan (a re-run must not cancel them).
-            resting=[
-                o for o in self.broker.open_orders() if o.symbol == symbol and o.created_at < at
-            ],
-        )
+            if order.created_at < at:
+                resting.setdefault(order.symbol, []).append(order)
+        return {
+            symbol: Book(
+                position=self.portfolio.position(symbol).amount,
+                equity=equity,
+                others_exposure=total - exposures.get(symbol, ZERO),
+                resting=resting.get(symbol, []),
+            )
+            for symbol in symbols
+        }
 
     async def _act(
         self, decisions: Mapping[str, Decision], data: TickData, at: datetime, report: TickReport
     ) -> None:
         marks = self._marks(data)
         equity = self.portfolio.equity(marks)
+        books = self._books(decisions, at, equity, marks)
         plans = {
             symbol: self.planner.plan(
                 decision,
                 at=at,
                 quote=data.ready[symbol].quote,
                 instrument=self.instruments[symbol],
-                book=self._book_for(symbol, at, equity, marks),
+                book=books[symbol],
             )
             for symbol, decision in decisions.items()
         }
@@ -324,18 +328,19 @@ class Engine:
         new: list[Order] = []
         resend: list[Order] = []
         for symbol, plan in plans.items():
-            with log_context(symbol=symbol):
-                for order in plan.cancels:
-                    executions.append(await self.broker.cancel(order, at))
-                for intent in plan.intents:
-                    cid = intent.order.client_order_id
-                    status = self._recent.get(cid)
-                    if status is OrderStatus.PENDING:
-                        resend.append(self._unsent.get(cid, intent.order))
-                    elif status is None and self._admit(
-                        intent, data.ready[symbol], at, marks, report
-                    ):
-                        new.append(intent.order)
+            for order in plan.cancels:
+                cancelled = await self.broker.cancel(order, at)
+                if cancelled is not None:
+                    executions.append(cancelled)
+            for intent in plan.intents:
+                cid = intent.order.client_order_id
+                status = self._recent.get(cid)
+                if status is OrderStatus.PENDING:
+                    resend.append(self._unsent.get(cid, intent.order))
+                elif status is None and self._admit(
+                    intent, data.ready[symbol], at, marks, books[symbol], report
+                ):
+                    new.append(intent.order)
         if self.broker.external:
             # Recorded before it leaves: a crash in between leaves it PENDING, never lost.
             await self.ledger.record_orders(new, at, "created")
@@ -355,25 +360,25 @@ class Engine:
         symbol_data: SymbolData,
         at: datetime,
         marks: Mapping[str, Decimal],
+        book: Book,
         report: TickReport,
     ) -> bool:
         order = intent.order
-        exposures = self._exposures(marks)
         check = OrderCheck(
             order=order,
             price=intent.price,
             quote=symbol_data.quote,
-            position=self.portfolio.position(order.symbol).amount,
+            position=book.position,
             mark=marks[order.symbol],
-            others_exposure=sum((v for s, v in exposures.items() if s != order.symbol), ZERO),
+            others_exposure=book.others_exposure,
             edge_bps=intent.edge_bps,
         )
         verdict = self.risk.check(check, at)
         if not verdict.accepted:
             report.refusals.append((order.symbol, verdict))
             self._log.info(
-                "order refused", rule=verdict.rule, reason=verdict.reason, side=str(order.side),
-                amount=str(order.amount), type=str(order.type),
+                "order refused", symbol=order.symbol, rule=verdict.rule, reason=verdict.reason,
+                side=str(order.side), amount=str(order.amount), type=str(order.type),
             )  # fmt: skip
         return verdict.accepted
 

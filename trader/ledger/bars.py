@@ -19,6 +19,7 @@ class BarStore:
         self.keep = keep  # newest bars kept per symbol and timeframe
 
     async def save(self, bars: Sequence[Bar]) -> None:
+        """Upsert `bars` (any symbols) and keep only the newest `keep` of each series."""
         if not bars:
             return
         rows = [
@@ -26,7 +27,7 @@ class BarStore:
              b.quote_volume)
             for b in bars
         ]  # fmt: skip
-        first = bars[0]
+        series = sorted({(b.symbol, b.timeframe.text) for b in bars})
 
         def write(connection: sqlite3.Connection) -> None:
             with transaction(connection):
@@ -38,13 +39,12 @@ class BarStore:
                        quote_volume = excluded.quote_volume""",
                     rows,
                 )
-                connection.execute(
+                connection.executemany(
                     """DELETE FROM bars WHERE symbol = ? AND timeframe = ? AND start_ms < (
                          SELECT start_ms FROM bars WHERE symbol = ? AND timeframe = ?
                          ORDER BY start_ms DESC LIMIT 1 OFFSET ?)""",
-                    (first.symbol, first.timeframe.text, first.symbol, first.timeframe.text,
-                     self.keep - 1),
-                )  # fmt: skip
+                    [(s, tf, s, tf, self.keep - 1) for s, tf in series],
+                )
 
         # Bars can always be fetched again: their writes need not wait for the disk.
         await self._db.run(write, durable=False)

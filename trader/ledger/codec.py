@@ -11,7 +11,10 @@ _FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 def time_text(value: datetime) -> str:
-    return ensure_utc(value, "time").strftime(_FORMAT)
+    """2024-01-31T12:00:00.000000Z: one width, so text order is time order."""
+    if value.tzinfo is not UTC:
+        value = ensure_utc(value, "time")
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def parse_time(text: str) -> datetime:

@@ -85,7 +85,12 @@ MIGRATIONS: tuple[str, ...] = (
         tick TEXT NOT NULL,
         symbol TEXT NOT NULL,
         model TEXT NOT NULL,
-        payload TEXT NOT NULL,
+        as_of TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        fields TEXT NOT NULL,
+        levels TEXT NOT NULL,
+        quantiles BLOB NOT NULL,
+        mean BLOB NOT NULL,
         PRIMARY KEY (tick, symbol, model)
     ) WITHOUT ROWID;
     CREATE TABLE decisions (

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+import sys
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -30,6 +32,7 @@ from trader.domain import (
     Position,
     Side,
     Signal,
+    Timeframe,
 )
 from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
 from trader.ledger.database import Database, LedgerError, transaction
@@ -121,34 +124,28 @@ _UPSERT_ORDER = """
 def _write_orders(
     c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str
 ) -> None:
-    for order in orders:
-        previous = c.execute(
-            "SELECT status, filled_amount FROM orders WHERE client_order_id = ?",
-            (order.client_order_id,),
-        ).fetchone()
-        c.execute(_UPSERT_ORDER, _order_row(order, at))
-        if previous != (order.status.value, money_text(order.filled_amount)):
-            c.execute(
-                "INSERT INTO order_events (client_order_id, at, status, detail) "
-                "VALUES (?, ?, ?, ?)",
-                (order.client_order_id, time_text(at), order.status.value, detail),
-            )
+    """Each order's new state, and an event for it (callers pass only orders that changed)."""
+    when = time_text(at)
+    c.executemany(_UPSERT_ORDER, [_order_row(order, at) for order in orders])
+    c.executemany(
+        "INSERT INTO order_events (client_order_id, at, status, detail) VALUES (?, ?, ?, ?)",
+        [(order.client_order_id, when, order.status.value, detail) for order in orders],
+    )
 
 
-def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio) -> None:
+def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio, symbols: Iterable[str]) -> None:
+    """Cash, fees, and the positions of `symbols` (those the fills touched)."""
     c.execute(
         "UPDATE account SET cash = ?, fees_paid = ?",
         (money_text(portfolio.cash), money_text(portfolio.fees_paid)),
     )
-    c.execute("DELETE FROM positions")
-    for symbol in sorted(set(portfolio.positions) | set(portfolio.realized_pnl)):
+    rows = []
+    for symbol in sorted(set(symbols)):
         position = portfolio.position(symbol)
         lots = json.dumps([[str(lot.amount), str(lot.price)] for lot in position.lots])
         realized = portfolio.realized_pnl.get(symbol, Decimal(0))
-        c.execute(
-            "INSERT INTO positions VALUES (?, ?, ?, ?)",
-            (symbol, money_text(position.amount), lots, money_text(realized)),
-        )
+        rows.append((symbol, money_text(position.amount), lots, money_text(realized)))
+    c.executemany("INSERT OR REPLACE INTO positions VALUES (?, ?, ?, ?)", rows)
 
 
 class TradingLedger:
@@ -247,21 +244,22 @@ def _write_executions(
         "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [_fill_row(fill) for e in executions for fill in e.fills],
     )
-    if any(e.fills for e in executions):
-        _write_portfolio(c, portfolio)
+    touched = {fill.symbol for e in executions for fill in e.fills}
+    if touched:
+        _write_portfolio(c, portfolio, touched)
 
 
 def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
     tick = time_text(record.at)
     c.executemany(
-        "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?)",
-        [(tick, f.symbol, f.model, _forecast_json(f)) for f in record.forecasts],
+        "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [forecast_row(tick, f) for f in record.forecasts],
     )
     c.executemany(
         "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
         [
             (tick, s.symbol, s.strategy, s.direction.value, s.reason,
-             json.dumps(dict(s.inputs), sort_keys=True))
+             json.dumps(dict(s.inputs), separators=(",", ":")))
             for s in record.decisions
         ],
     )  # fmt: skip
@@ -286,18 +284,42 @@ def _write_status_event(c: sqlite3.Connection, status: TradingStatus) -> None:
     )
 
 
-def _forecast_json(forecast: Forecast) -> str:
-    return json.dumps(
-        {
-            "as_of": time_text(forecast.as_of),
-            "steps": forecast.steps,
-            "quantiles": {
-                f: {str(q): list(v) for q, v in t.items()} for f, t in forecast.quantiles.items()
-            },
-            "mean": {f: list(v) for f, v in forecast.mean.items()},
-        },
-        sort_keys=True,
+def forecast_row(tick: str, forecast: Forecast) -> tuple[object, ...]:
+    """A forecast as exact float64 arrays (little-endian): quantiles field by field, level by
+    level, step by step; then the means field by field. Text would cost far more per tick."""
+    fields = list(forecast.quantiles)
+    quantiles = array(
+        "d", (v for f in fields for series in forecast.quantiles[f].values() for v in series)
     )
+    mean = array("d", (v for f in fields for v in forecast.mean[f]))
+    if sys.byteorder != "little":
+        quantiles.byteswap()
+        mean.byteswap()
+    return (
+        tick, forecast.symbol, forecast.model, time_text(forecast.as_of), forecast.steps,
+        ",".join(fields),
+        ",".join(map(repr, forecast.levels)), quantiles.tobytes(), mean.tobytes(),
+    )  # fmt: skip
+
+
+def read_forecast(row: Sequence[Any], timeframe: Timeframe) -> Forecast:
+    """The forecast `forecast_row` wrote (`row` without its tick)."""
+    symbol, model, as_of, steps, field_text, level_text, quantile_blob, mean_blob = row
+    fields, levels = field_text.split(","), [float(q) for q in level_text.split(",")]
+    quantiles, mean = array("d"), array("d")
+    quantiles.frombytes(quantile_blob)
+    mean.frombytes(mean_blob)
+    if sys.byteorder != "little":
+        quantiles.byteswap()
+        mean.byteswap()
+    per_field = len(levels) * steps
+    table = {
+        f: {q: quantiles[i * per_field + j * steps : i * per_field + (j + 1) * steps]
+            for j, q in enumerate(levels)}
+        for i, f in enumerate(fields)
+    }  # fmt: skip
+    means = {f: mean[i * steps : (i + 1) * steps] for i, f in enumerate(fields)}
+    return Forecast(symbol, model, parse_time(as_of), timeframe, steps, table, means)
 
 
 def _write_status(c: sqlite3.Connection, status: TradingStatus, day: DayMarks | None) -> None:

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-import structlog
-
 from trader.clock import WallClock
 from trader.config.schema import ExchangeSettings
 from trader.domain import Timeframe
+from trader.logging import get_logger
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.download import download
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
@@ -28,7 +27,7 @@ async def download_history(
     until: datetime,
     out: Path,
 ) -> int:
-    log = structlog.stdlib.get_logger("trader.download")
+    log = get_logger("trader.download")
     feed = CcxtMarketData(
         create_exchange(settings),
         WallClock(),

@@ -138,12 +138,12 @@ def check_rows(
         start = _start(row)
         if start is not None and after is not None and start <= after:
             continue  # the window has it
+        if start is not None and start + timeframe.duration > now:
+            continue  # still forming
         parsed = parse_row(row, symbol, timeframe)
         if isinstance(parsed, SkipReason):
             problems[parsed] += 1
             continue
-        if parsed.end > now:
-            continue  # still forming
         if parsed.start in seen:
             problems[SkipReason.DUPLICATE_BAR] += 1
             continue

@@ -22,7 +22,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from trader.clock import Clock
-from trader.domain import Instrument, Timeframe, from_epoch_ms
+from trader.domain import Bar, Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import UnknownSymbols
 from trader.market.hygiene import RawQuote, Row, parse_row
 from trader.market.quotes import SpreadModel, modelled_quote
@@ -144,6 +144,7 @@ class ReplayMarketData:
         """`rules`: the trading rules every replayed symbol gets (its symbol is replaced)."""
         self._recordings = dict(recordings)
         self._rules = rules
+        self._parsed: dict[tuple[str, int], Bar | None] = {}
         self._starts = {symbol: rec.starts for symbol, rec in recordings.items()}
         self._clock = clock
         self.spread = spread
@@ -188,16 +189,26 @@ class ReplayMarketData:
         now = self._clock.now()
         quotes = {}
         for symbol in symbols:
-            recording = self._recordings[symbol]
             end = self._visible_end(symbol)
             recent = []
-            for row in recording.rows[max(0, end - 3) : end]:
-                bar = parse_row(row, symbol, recording.timeframe)
-                if not isinstance(bar, str) and bar.end <= now:
+            for index in range(max(0, end - 3), end):
+                bar = self._bar(symbol, index)
+                if bar is not None and bar.end <= now:
                     recent.append(bar)
             if recent:
                 quotes[symbol] = modelled_quote(recent[-2:], self.spread)
         return quotes
+
+    def _bar(self, symbol: str, index: int) -> Bar | None:
+        """Row `index` as a bar (None if it is not a valid one), parsed once."""
+        key = (symbol, index)
+        if key not in self._parsed:
+            parsed = parse_row(
+                self._recordings[symbol].rows[index], symbol, self._recordings[symbol].timeframe
+            )
+            self._parsed[key] = parsed if isinstance(parsed, Bar) else None
+            self._parsed.pop((symbol, index - 8), None)  # only the last few are asked for
+        return self._parsed[key]
 
     async def close(self) -> None:
         return None

@@ -14,11 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import structlog
-
 from trader.config.schema import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
+from trader.logging import get_logger
 from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
     BarCheck,
@@ -87,7 +86,7 @@ class MarketDataStep:
         self.store = store
         self.skips = skips if skips is not None else SkipCounter()
         self.windows = {s: BarWindow(s, settings.context_bars) for s in settings.symbols}
-        self._log = structlog.stdlib.get_logger("trader.market")
+        self._log = get_logger("trader.market")
         self._synthetic_announced = False
         self._markets_loaded: datetime | None = None
 
@@ -114,7 +113,10 @@ class MarketDataStep:
 
     async def run(self, now: datetime) -> TickData:
         await self._refresh_markets(now)
+        self._accepted: list[Bar] = []
         updates = await asyncio.gather(*(self._update(symbol, now) for symbol in self.symbols))
+        if self.store is not None and self._accepted:
+            await self.store.save(self._accepted)  # one write for every symbol's new bars
         skipped = {s: r for s, r in zip(self.symbols, updates, strict=True) if r is not None}
         priced = [s for s in self.symbols if s not in skipped]
         quotes = await self._quotes(priced, now)
@@ -173,8 +175,7 @@ class MarketDataStep:
             self.skips.add(problem, count - (problem is check.first_problem))
         if check.bars:
             window.extend(check.bars)
-            if self.store is not None:
-                await self.store.save(check.bars)
+            self._accepted += check.bars
         if check.first_problem is not None:
             return check.first_problem
         if not is_fresh(window.last, now):
