@@ -104,6 +104,7 @@ def configure_logging(
 
 
 def get_logger(name: str, **context: Any) -> FilteringBoundLogger:
-    """The logger for `name`: every module gets its logger here."""
-    logger: FilteringBoundLogger = structlog.get_logger(name)
-    return logger.bind(**context) if context else logger
+    """The logger for `name`, built now from the current configuration (binding resolves
+    structlog's lazy proxy once, instead of on every call: this is on hot paths)."""
+    logger: FilteringBoundLogger = structlog.get_logger(name).bind(**context)
+    return logger

@@ -38,3 +38,18 @@ def test_the_market_bench_prints_its_figures_as_json(shared_data):
     assert report["exchange_requests_per_tick"] == 21  # 20 klines + one batch quote call
     for key in ("replay_step_bars_per_s", "exchange_step_ms_median_unthrottled"):
         assert report[key] > 0
+
+
+def test_the_engine_bench_prints_its_figures_as_json(shared_data):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "engine.py"), "--quick", "--data", str(shared_data)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["maxdiff_50_symbols_nologs_orders_per_tick"] > 50  # the busy case is busy
+    for key in (
+        "ci_guard_1_symbols_nologs_tick_ms_median",
+        "maxdiff_50_symbols_logs_engine_stages_ms_median",
+    ):
+        assert report[key] > 0

@@ -32,9 +32,14 @@ def _quantile_table(
     field: str, by_level: Mapping[float, Sequence[float]], steps: int
 ) -> Mapping[float, tuple[float, ...]]:
     """Validated series per level, sorted by level, never crossing."""
-    table = {float(q): _series(v, steps, f"{field} q{q}") for q, v in by_level.items()}
+    table = {float(q): tuple(map(float, v)) for q, v in by_level.items()}
     if not table:
         raise DomainError(f"forecast field {field!r} has no quantiles")
+    if any(len(series) != steps for series in table.values()) or not all(
+        map(math.isfinite, itertools.chain.from_iterable(table.values()))
+    ):
+        for q, series in table.items():
+            _series(series, steps, f"{field} q{q}")  # names the first bad series
     levels = sorted(table)
     for level in levels:
         if not 0.0 < level < 1.0:

@@ -125,6 +125,11 @@ class Portfolio:
     def position(self, symbol: str) -> Position:
         return self.positions.get(symbol) or Position(symbol)
 
+    def amount(self, symbol: str) -> Decimal:
+        """The signed amount held of `symbol` (0 when flat)."""
+        position = self.positions.get(symbol)
+        return position.amount if position is not None else ZERO
+
     def apply(self, fill: Fill) -> Portfolio:
         if quote_currency(fill.symbol) != self.currency:
             raise DomainError(f"{fill.symbol} is not quoted in the portfolio's {self.currency}")

@@ -252,7 +252,7 @@ class Engine:
             context = DecisionContext(
                 symbol, at, symbol_data.bars, symbol_data.quote, primary[symbol],
                 {m: f[symbol] for m, f in forecasts.items() if symbol in f},
-                self.portfolio.position(symbol).amount, self.costs,
+                self.portfolio.amount(symbol), self.costs,
                 self.settings.strategy.allow_short,
             )  # fmt: skip
             strategy = self.strategies[symbol]
@@ -300,7 +300,7 @@ class Engine:
                 resting.setdefault(order.symbol, []).append(order)
         return {
             symbol: Book(
-                position=self.portfolio.position(symbol).amount,
+                position=self.portfolio.amount(symbol),
                 equity=equity,
                 others_exposure=total - exposures.get(symbol, ZERO),
                 resting=resting.get(symbol, []),
