@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -13,14 +14,19 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 
-def test_the_domain_bench_prints_its_figures_as_json(shared_data):
+def bench(script: str, *args: str) -> dict[str, Any]:
+    """Run bench/<script> --quick; its JSON report."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "domain.py"), "--quick",
-         "--data", str(shared_data / "SOLUSDT_1h.csv")],
-        capture_output=True, text=True, timeout=300, check=False,
+        [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
+        capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report: dict[str, Any] = json.loads(result.stdout)
+    return report
+
+
+def test_the_domain_bench_prints_its_figures_as_json(shared_data):
+    report = bench("domain.py", "--data", str(shared_data / "SOLUSDT_1h.csv"))
     assert report["bars"] == 500
     assert report["fills"] == 500
     for key in ("validated_bars_per_s", "exact_fills_per_s", "settings_load_ms_median"):
@@ -28,12 +34,7 @@ def test_the_domain_bench_prints_its_figures_as_json(shared_data):
 
 
 def test_the_market_bench_prints_its_figures_as_json(shared_data):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "market.py"), "--quick", "--data", str(shared_data)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = bench("market.py", "--data", str(shared_data))
     assert report["exchange_symbols"] == 20
     assert report["exchange_requests_per_tick"] == 21  # 20 klines + one batch quote call
     for key in ("replay_step_bars_per_s", "exchange_step_ms_median_unthrottled"):
@@ -41,12 +42,7 @@ def test_the_market_bench_prints_its_figures_as_json(shared_data):
 
 
 def test_the_engine_bench_prints_its_figures_as_json(shared_data):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "engine.py"), "--quick", "--data", str(shared_data)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    report = bench("engine.py", "--data", str(shared_data))
     assert report["maxdiff_50_symbols_nologs_orders_per_tick"] > 50  # the busy case is busy
     for key in (
         "ci_guard_1_symbols_nologs_tick_ms_median",
