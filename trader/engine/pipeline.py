@@ -43,7 +43,7 @@ from trader.risk.state import TradingStatus
 from trader.strategy.base import Costs, Decision, DecisionContext, Strategy
 
 T = TypeVar("T")
-STAGES = ("data", "fills", "forecast", "strategy", "orders", "ledger")
+STAGES = ("data", "fills", "forecast", "strategy", "orders", "ledger")  # "rollback" when needed
 
 
 @dataclass
@@ -63,7 +63,8 @@ class TickReport:
 
     @property
     def outcome(self) -> str:
-        if "data" in self.failed_stages:
+        """ok; degraded (a stage failed, the tick still booked); failed (nothing booked)."""
+        if {"data", "ledger", "rollback"} & set(self.failed_stages):
             return "failed"
         return "degraded" if self.failed_stages else "ok"
 
@@ -156,10 +157,18 @@ class Engine:
                 )
             if {"fills", "orders"} & set(report.failed_stages):
                 # Half of a tick's money must not be booked: back to what the ledger holds.
-                self._recover(await self.ledger.load())
+                await self._stage(report, "rollback", lambda: self._roll_back(at))
             await self._stage(report, "ledger", lambda: self._record(data, at, report))
         self.hooks.on_tick(report)
         return report
+
+    async def _roll_back(self, at: datetime) -> None:
+        try:
+            self._recover(await self.ledger.load())
+        except Exception:
+            # Memory and ledger may now disagree: nothing trades until a person looks.
+            self.risk.halt("a failed tick could not be rolled back", at)
+            raise
 
     async def _stage(
         self, report: TickReport, name: str, work: Callable[[], Awaitable[T]]
