@@ -41,8 +41,11 @@ $(RUNTIME): pyproject.toml
 	$(PIP) install -e .
 	@touch $@
 
-$(DEV): $(RUNTIME)
-	$(PIP) install -e '.[dev]'
+REFERENCE_MODELS := toto-ts==0.2.0 kronos-model-arch==0.1.0
+
+$(DEV): $(RUNTIME) requirements/reference.txt
+	$(PIP) install -e '.[dev]' -r requirements/reference.txt
+	$(PIP) install --no-deps $(REFERENCE_MODELS)
 	@touch $@
 
 clean:

@@ -107,6 +107,10 @@ class TotoSettings(Section):
         "eager", description="eager, or compile (opt-in; TOTO_DISABLE_COMPILE=0 also selects it)"
     )
     compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+    num_samples: int = Field(256, ge=1, le=8192, description="sample paths per forecast")
+    variates: list[Literal["close", "high", "low", "open", "volume"]] = Field(
+        ["close", "high", "low"], min_length=1, description="bar fields forecast together"
+    )
 
 
 class KronosSettings(Section):
@@ -116,6 +120,11 @@ class KronosSettings(Section):
     )
     runtime: Runtime = Field("eager", description="eager or compile")
     compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+    max_context: int = Field(512, ge=16, le=4096, description="bars the model sees at most")
+    sample_count: int = Field(16, ge=1, le=1024, description="sample paths per forecast")
+    temperature: float = Field(1.0, gt=0, description="sampling temperature")
+    top_k: int = Field(0, ge=0, description="keep the k likeliest tokens (0: off; overrides top_p)")
+    top_p: float = Field(0.9, gt=0, le=1, description="nucleus sampling mass")
 
 
 class ForecastSettings(Section):
@@ -125,7 +134,6 @@ class ForecastSettings(Section):
         "auto", description="auto: float32 on CPU, bfloat16 on GPUs that support it natively"
     )
     horizon: int = Field(1, ge=1, le=1024, description="bars ahead to forecast")
-    num_samples: int = Field(256, ge=1, le=8192, description="sample paths per forecast")
     seed: int = Field(0, ge=0, description="random seed of the sampler")
     quantiles: list[float] = Field(
         [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9], min_length=1, description="quantile levels reported"
