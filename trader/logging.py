@@ -24,7 +24,7 @@ MASK = "**********"
 # Libraries that narrate every request at INFO; their warnings still come through.
 _CHATTY = ("ccxt", "urllib3", "asyncio", "apscheduler.scheduler", "httpx", "filelock")
 
-__all__ = ["configure_logging", "get_logger", "log_context"]
+__all__ = ["adopt_library_loggers", "configure_logging", "get_logger", "log_context"]
 
 
 class _Redact:
@@ -101,6 +101,21 @@ def configure_logging(
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
     logging.captureWarnings(True)
+    if "torch" in sys.modules:
+        adopt_library_loggers("torch")
+
+
+def adopt_library_loggers(prefix: str) -> None:
+    """Send a library's loggers through our pipeline. torch installs stderr handlers of its
+    own (and stops propagation) when it is imported or reconfigures its logs: call this after
+    either, so its lines come out as ours (JSON off a TTY, secrets masked)."""
+    manager = logging.Logger.manager
+    for name in [prefix, *[n for n in manager.loggerDict if n.startswith(prefix + ".")]]:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            if type(handler) is logging.StreamHandler:
+                logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def get_logger(name: str, **context: Any) -> FilteringBoundLogger:

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
+import torch.fx.experimental._config as fx_config
 
 from trader.domain import Forecast
 from trader.forecast.protocol import ForecastRequest
@@ -62,8 +63,12 @@ class TotoForecaster:
         self._decode: Callable[..., Any] = self.model.decode
         if compiled:
             compile_ = compiler or torch.compile
-            self._prefill = compile_(self.model.prefill, mode=compile_mode, dynamic=True)
-            self._decode = compile_(self.model.decode, mode=compile_mode, dynamic=True)
+            self._prefill = _shape_oblivious(
+                compile_(self.model.prefill, mode=compile_mode, dynamic=True)
+            )
+            self._decode = _shape_oblivious(
+                compile_(self.model.decode, mode=compile_mode, dynamic=True)
+            )
 
     def _precision(self) -> AbstractContextManager[Any]:
         if self.autocast is torch.float32:
@@ -156,7 +161,7 @@ class TotoForecaster:
 
     def _chunk(self, b: int, v: int, keys: torch.Tensor, slots: int, samples: int) -> int:
         layers, _, heads, _, dim = keys.shape
-        per_path = 2 * layers * v * heads * slots * dim * keys.element_size()
+        per_path = 2 * layers * v * heads * max(2, slots) * dim * keys.element_size()
         return max(1, min(samples, DECODE_BUDGET_BYTES // max(1, per_path * b)))
 
     def _decode_paths(
@@ -169,25 +174,50 @@ class TotoForecaster:
         generator: torch.Generator,
     ) -> torch.Tensor:
         b, s, v, p = first.shape
-        layers, _, heads, _, dim = keys.shape
+        layers, _, heads, context, dim = keys.shape
+        context_keys = keys.view(layers, b, v, heads, context, dim)
+        context_values = values.view(layers, b, v, heads, context, dim)
         state = context_state.repeat(s)
-        decoded_k = keys.new_zeros((layers, b * s * v, heads, patches - 1, dim))
+        # At least two slots: a size-1 dimension would get a compiled graph of its own.
+        slots = max(2, patches - 1)
+        decoded_k = keys.new_zeros((layers, b, s, v, heads, slots, dim))
         decoded_v = torch.zeros_like(decoded_k)
         drawn = [first]
-        current = first.reshape(b * s, v, p)
+        current = first
         for step in range(patches - 1):
-            scaled, loc, scale, state = scale_patch(current, state, p)
+            scaled, loc, scale, state = scale_patch(current.reshape(b * s, v, p), state, p)
             index = torch.tensor(step, device=self.device)
             with self._precision():
-                head, new_k, new_v = self._decode(scaled, keys, values, decoded_k, decoded_v, index)
-            # The new patch's keys join the path's cache (outside the compiled step: no
-            # mutated graph inputs, which would cost CUDA graphs).
-            decoded_k[:, :, :, step] = new_k[:, :, :, 0]
-            decoded_v[:, :, :, step] = new_v[:, :, :, 0]
-            draw = sample_mixture(head, generator)  # [B*S, V, 1*P]
-            current = replace_extreme(draw * scale[..., -1:] + loc[..., -1:])
-            drawn.append(current.view(b, s, v, p))
+                head, new_k, new_v = self._decode(
+                    scaled.view(b, s, v, p),
+                    context_keys,
+                    context_values,
+                    decoded_k,
+                    decoded_v,
+                    index,
+                )
+            # The new patch's keys join the path's cache here, outside the compiled step: a
+            # graph that mutates its inputs would cost CUDA graphs.
+            decoded_k[..., step, :] = new_k[..., 0, :]
+            decoded_v[..., step, :] = new_v[..., 0, :]
+            draw = sample_mixture(head, generator)  # [B, S, V, P]
+            loc, scale = loc.view(b, s, v, 1), scale.view(b, s, v, 1)
+            current = replace_extreme(draw * scale + loc)
+            drawn.append(current)
         return torch.cat(drawn, dim=-1)
+
+
+def _shape_oblivious(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """Trace with every size symbolic: no graph specialised on a size of 1 (one symbol, one
+    slot, one context patch) and none on two sizes happening to be equal, so new context
+    lengths, horizons and batch sizes reuse the graph instead of recompiling."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        # A torch config module: patch() restores the settings on exit.
+        with fx_config.patch(backed_size_oblivious=True, use_duck_shape=False):  # type: ignore[attr-defined]
+            return compiled(*args, **kwargs)
+
+    return call
 
 
 def _expand(head: Head, samples: int) -> Head:

@@ -184,9 +184,9 @@ class Backbone(nn.Module):
         self.output_distribution = MixtureOfStudentTs(config)
 
     def head(self, hidden: torch.Tensor) -> Head:
-        """The output distribution of each step of the patches after `hidden` [B, V, L, E]."""
-        b, v, length, e = hidden.shape
-        steps = self.unembed(hidden).view(b, v, length * self.config.patch_size, e)
+        """The output distribution of each step of the patches after `hidden` [..., L, E]."""
+        *lead, length, e = hidden.shape
+        steps = self.unembed(hidden).view(*lead, length * self.config.patch_size, e)
         return self.output_distribution(steps)
 
 
@@ -235,40 +235,41 @@ class TotoModel(nn.Module):
         decoded_values: torch.Tensor,
         step: torch.Tensor,
     ) -> tuple[Head, torch.Tensor, torch.Tensor]:
-        """One new patch per sample path.
+        """One new patch per sample path. Every size is a dimension of an input (no size is
+        derived by division), which keeps symbolic shapes simple for the compiler.
 
-        scaled: [B * S, V, patch], sample paths grouped by series (series-major).
-        context_keys/values: [time layers, B * V, H, C, D] from `prefill`.
-        decoded_keys/values: [time layers, B * S * V, H, N, D]; slots before `step` hold the
-        path's earlier decoded patches. Returns the head after the new patch and its keys and
-        values [time layers, B * S * V, H, 1, D] (the caller stores them at `step`).
-        """
+        scaled: [B, S, V, patch], S sample paths for each of B series.
+        context_keys/values: [time layers, B, V, H, C, D] (from `prefill`, shared by a
+        series' paths). decoded_keys/values: [time layers, B, S, V, H, N, D]; slots before
+        `step` hold the path's earlier decoded patches. Returns the head after the new patch
+        [B, S, V, patch, K] and its keys and values [time layers, B, S, V, H, 1, D] (the
+        caller stores them at slot `step`)."""
         backbone = self.model
-        x = backbone.patch_embed(scaled)  # [BS, V, 1, E]
-        paths, v, _, e = x.shape
-        series = context_keys.shape[1] // v
-        samples = paths // series
-        context = context_keys.shape[3]
-        slots = decoded_keys.shape[3]
-        position = (context + step).to(torch.float32).reshape(1)
-        earlier = (torch.arange(slots, device=x.device) < step).view(1, 1, 1, 1, 1, slots)
+        b, s, v, _ = scaled.shape
+        x = backbone.patch_embed(scaled)  # [B, S, V, 1, E]
+        e = x.shape[-1]
+        slots = decoded_keys.shape[5]
+        position = (context_keys.shape[4] + step).to(torch.float32).reshape(1)
+        earlier = torch.arange(slots, device=x.device) < step
         keys, values = [], []
         time_index = 0
         for layer in backbone.transformer.blocks:
             if layer.spacewise:
-                x = layer.across_variates(x)
+                x = layer.across_variates(x.reshape(b * s, v, 1, e)).reshape(b, s, v, 1, e)
             else:
-                q, k, val = layer.attention.qkv(layer.norm1(x).reshape(paths * v, 1, e))
+                q, k, val = layer.attention.qkv(layer.norm1(x).reshape(b * s * v, 1, e))
                 q, k = backbone.transformer.rotary(q, k, position)
+                heads, dim = q.shape[1], q.shape[3]
+                q, k, val = (t.reshape(b, s, v, heads, 1, dim) for t in (q, k, val))
                 keys.append(k)
                 values.append(val)
                 out = _attend(
                     q, k, val,
                     context_keys[time_index], context_values[time_index],
-                    decoded_keys[time_index], decoded_values[time_index],
-                    earlier, series, samples, v,
+                    decoded_keys[time_index], decoded_values[time_index], earlier,
                 )  # fmt: skip
-                x = x + layer.attention.merge(out).view(paths, v, 1, e)
+                merged = layer.attention.merge(out.reshape(b * s * v, heads, 1, dim))
+                x = x + merged.reshape(b, s, v, 1, e)
                 time_index += 1
             x = layer.feed_forward(x)
         return backbone.head(x), torch.stack(keys), torch.stack(values)
@@ -283,32 +284,26 @@ def _attend(
     decoded_k: torch.Tensor,
     decoded_v: torch.Tensor,
     earlier: torch.Tensor,
-    series: int,
-    samples: int,
-    variates: int,
 ) -> torch.Tensor:
-    """Attention of one query per path over [context | earlier decoded | itself].
+    """Softmax attention of each path's one query over three groups of keys: the series'
+    context (shared, broadcast over the paths), the path's earlier decoded patches (slots
+    masked by `earlier`), and the query's own key. Computed group by group against one
+    running maximum, so nothing is concatenated.
 
-    q, k, v: [B*S*V, H, 1, D]; context: [B*V, H, C, D] (shared by the S paths of a series);
-    decoded: [B*S*V, H, N, D]. Returns [B*S*V, H, 1, D]."""
-    heads, dim = q.shape[1], q.shape[3]
-    scale = 1.0 / math.sqrt(dim)
-    q6 = q.view(series, samples, variates, heads, 1, dim)
-    ck = context_k.view(series, 1, variates, heads, -1, dim)
-    cv = context_v.view(series, 1, variates, heads, -1, dim)
-    dk = decoded_k.view(series, samples, variates, heads, -1, dim)
-    dv = decoded_v.view(series, samples, variates, heads, -1, dim)
-    k6 = k.view(series, samples, variates, heads, 1, dim)
-    v6 = v.view(series, samples, variates, heads, 1, dim)
-    scores = torch.cat(
-        [
-            (q6 @ ck.transpose(-1, -2)) * scale,
-            ((q6 @ dk.transpose(-1, -2)) * scale).masked_fill(~earlier, float("-inf")),
-            (q6 * k6).sum(-1, keepdim=True) * scale,
-        ],
-        dim=-1,
+    q, k, v: [B, S, V, H, 1, D]; context: [B, V, H, C, D]; decoded: [B, S, V, H, N, D]."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    qf = q.float()
+    ck, cv = context_k.unsqueeze(1).float(), context_v.unsqueeze(1).float()
+    s_context = (qf @ ck.transpose(-1, -2)) * scale  # [B, S, V, H, 1, C]
+    s_decoded = (qf @ decoded_k.float().transpose(-1, -2)) * scale  # [B, S, V, H, 1, N]
+    s_decoded = s_decoded.masked_fill(~earlier, float("-inf"))
+    s_self = (qf * k.float()).sum(-1, keepdim=True) * scale  # [B, S, V, H, 1, 1]
+    top = torch.maximum(
+        torch.maximum(s_context.amax(-1, keepdim=True), s_decoded.amax(-1, keepdim=True)), s_self
     )
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    c, n = ck.shape[-2], dk.shape[-2]
-    out = weights[..., :c] @ cv + weights[..., c : c + n] @ dv + weights[..., c + n :] * v6
-    return out.view(series * samples * variates, heads, 1, dim)
+    w_context, w_decoded, w_self = (
+        torch.exp(s_context - top), torch.exp(s_decoded - top), torch.exp(s_self - top),
+    )  # fmt: skip
+    total = w_context.sum(-1, keepdim=True) + w_decoded.sum(-1, keepdim=True) + w_self
+    out = w_context @ cv + w_decoded @ decoded_v.float() + w_self * v.float()
+    return (out / total).to(q.dtype)
