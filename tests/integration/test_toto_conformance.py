@@ -1,0 +1,220 @@
+"""Our Toto against the reference `toto-ts==0.2.0`, on random weights saved in the published
+format and loaded by both: backbone outputs, the KV-cached decode path, sampled quantiles,
+and compiled mode's recompiles."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.integration.toto_reference import (
+    PUBLISHED,
+    SMALL,
+    load_reference,
+    reference_classes,
+    write_checkpoint,
+)
+from trader.forecast.runtime import RecompileCounter
+from trader.forecast.toto.forecaster import TotoForecaster
+from trader.forecast.toto.loading import load_toto
+from trader.forecast.toto.model import Head, TotoModel
+from trader.forecast.toto.scaler import scale_context, scale_patch
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module", params=["small", "published"])
+def checkpoint(request, tmp_path_factory) -> tuple[dict[str, Any], Path]:
+    config = SMALL if request.param == "small" else PUBLISHED
+    directory = tmp_path_factory.mktemp(f"toto-{request.param}")
+    write_checkpoint(directory, config, seed=0)
+    return config, directory
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("toto-small-only")
+    write_checkpoint(directory, SMALL, seed=1)
+    return directory
+
+
+def series(batch: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, 3, length, generator=generator).cumsum(-1) * 3 + 100
+    return x, torch.ones_like(x, dtype=torch.bool)
+
+
+def assert_head(reference: Any, ours: Head, positions: slice) -> None:
+    """Within 1e-4 of each tensor's typical magnitude (element-wise relative error is
+    meaningless for values that cross zero)."""
+    components = reference.component_distribution
+    for name, theirs, mine in (
+        ("df", components.df[:, :, positions], ours.df),
+        ("loc", components.loc[:, :, positions], ours.loc),
+        ("scale", components.scale[:, :, positions], ours.scale),
+        ("weights", reference.mixture_distribution.probs[:, :, positions], ours.logits.softmax(-1)),
+    ):
+        typical = theirs.abs().mean().item()
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4 * typical, msg=name)
+
+
+def test_the_backbone_matches_the_reference(checkpoint):
+    config, directory = checkpoint
+    reference, ours = load_reference(directory), load_toto(directory)
+    patch = config["patch_size"]
+    x, valid = series(2, patch * 6, seed=1)
+    valid[1, :, : patch + 5] = False  # left padding inside the first patch of one series
+    x[1, :, : patch + 5] = 0.0
+    with torch.no_grad():
+        theirs = reference.model(
+            inputs=x, input_padding_mask=valid, id_mask=torch.zeros_like(x), kv_cache=None,
+            scaling_prefix_length=x.shape[-1],
+        )  # fmt: skip
+        scaled, loc, scale, _ = scale_context(x, valid, patch, stabilize=True, exponent=10.0)
+        head, _, _ = ours.prefill(scaled, every_patch=True)
+    assert torch.equal(theirs.loc, loc.repeat_interleave(patch, -1))
+    assert torch.equal(theirs.scale, scale.repeat_interleave(patch, -1))
+    assert_head(theirs.distribution, head, slice(None))
+
+
+def test_the_kv_cached_decode_path_matches_the_reference(checkpoint):
+    config, directory = checkpoint
+    reference, ours = load_reference(directory), load_toto(directory)
+    patch, steps = config["patch_size"], 4
+    x, valid = series(2, patch * 5, seed=2)
+    b, v, t = x.shape
+    future = [x[..., -patch:] + torch.randn(b, v, patch) * (i + 1) for i in range(steps - 1)]
+    with torch.no_grad():
+        cache = reference.model.allocate_kv_cache(
+            batch_size=b, num_variates=v, max_time_steps=t + steps * patch, device=x.device,
+            dtype=x.dtype,
+        )  # fmt: skip
+        inputs, mask, theirs = x, valid, []
+        for new in [None, *future]:
+            if new is not None:
+                inputs = torch.cat([inputs, new], -1)
+                mask = torch.cat([mask, torch.ones_like(new, dtype=torch.bool)], -1)
+            theirs.append(
+                reference.model(
+                    inputs=inputs,
+                    input_padding_mask=mask,
+                    id_mask=torch.zeros_like(inputs),
+                    kv_cache=cache,
+                    scaling_prefix_length=t,
+                )
+            )
+        scaled, loc, scale, state = scale_context(x, valid, patch, stabilize=True, exponent=10.0)
+        head, keys, values = ours.prefill(scaled)
+        assert_head(theirs[0].distribution, head, slice(-patch, None))
+        layers, _, heads, context, dim = keys.shape
+        shared = (
+            keys.view(layers, b, v, heads, context, dim),
+            values.view(layers, b, v, heads, context, dim),
+        )
+        decoded = [keys.new_zeros((layers, b, 1, v, heads, steps - 1, dim)) for _ in range(2)]
+        for step, new in enumerate(future):
+            scaled_new, loc, scale, state = scale_patch(new, state, patch)
+            assert torch.equal(theirs[step + 1].loc[..., -1], loc[..., -1])
+            assert torch.equal(theirs[step + 1].scale[..., -1], scale[..., -1])
+            head, new_k, new_v = ours.decode(
+                scaled_new.view(b, 1, v, patch), *shared, *decoded, torch.tensor(step)
+            )
+            decoded[0][..., step, :] = new_k[..., 0, :]
+            decoded[1][..., step, :] = new_v[..., 0, :]
+            squeezed = Head(*(t.squeeze(1) for t in (head.df, head.loc, head.scale, head.logits)))
+            assert_head(theirs[step + 1].distribution, squeezed, slice(-patch, None))
+
+
+def quantile_z(ours: torch.Tensor, theirs: torch.Tensor, q: float) -> torch.Tensor:
+    """Where our q-quantile falls in the reference's empirical distribution, in standard
+    errors of the difference of two sample quantile levels."""
+    n, m = ours.shape[-1], theirs.shape[-1]
+    level = (theirs <= ours.quantile(q, dim=-1).unsqueeze(-1)).float().mean(-1)
+    return (level - q).abs() / math.sqrt(q * (1 - q) * (1 / n + 1 / m))
+
+
+def test_sampled_quantiles_agree_with_the_reference_within_sampling_error(small):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from toto.data.util.dataset import MaskedTimeseries  # noqa: PLC0415
+    reference, ours = load_reference(small), load_toto(small)
+    _, reference_forecaster = reference_classes()
+    x, valid = series(1, 16 * 5, seed=3)
+    horizon, n = 40, 2000
+    torch.manual_seed(7)
+    timeseries = MaskedTimeseries(
+        series=x, padding_mask=valid, id_mask=torch.zeros_like(x, dtype=torch.int),
+        timestamp_seconds=torch.zeros_like(x, dtype=torch.int),
+        time_interval_seconds=torch.full((1, 3), 3600, dtype=torch.int),
+    )  # fmt: skip
+    theirs = (
+        reference_forecaster(reference.model)
+        .forecast(timeseries, prediction_length=horizon, num_samples=n, samples_per_batch=100)
+        .samples
+    )  # [B, V, H, N]
+    with torch.inference_mode():
+        mine = (
+            TotoForecaster(ours)
+            .sample_paths(x, valid, horizon, n, torch.Generator().manual_seed(11))
+            .permute(0, 2, 3, 1)
+        )
+
+    def agrees(samples: torch.Tensor, q: float) -> bool:
+        z = quantile_z(samples, theirs, q)
+        return bool(z.max() < 5.0 and 0.55 < z.mean() < 1.1)  # |N(0, 1)| averages 0.80
+
+    for q in (0.1, 0.4, 0.5, 0.6, 0.9):
+        assert agrees(mine, q), (q, quantile_z(mine, theirs, q).mean())
+    # The check can fail: the same samples spread 10% wider around their median are caught.
+    median = mine.median(dim=-1, keepdim=True).values
+    assert not agrees(median + (mine - median) * 1.10, 0.9)
+
+
+def test_compiled_mode_does_not_recompile_as_shapes_change_and_the_reference_does(small):
+    counter = RecompileCounter().install()
+    try:
+        forecaster = TotoForecaster(load_toto(small), num_samples=16, compiled=True)
+
+        def run(batch: int, patches: int, horizon: int) -> None:
+            x, valid = series(batch, 16 * patches, seed=batch * 100 + patches)
+            with torch.inference_mode():
+                forecaster.sample_paths(x, valid, horizon, 16, torch.Generator().manual_seed(0))
+
+        for shape in [(2, 4, 40), (3, 6, 60)]:  # warm-up: two shapes, so sizes go symbolic
+            run(*shape)
+        warm = counter.count
+        for shape in [(1, 3, 17), (2, 8, 48), (4, 5, 64), (1, 10, 33), (3, 7, 16), (2, 12, 80)]:
+            run(*shape)
+        ours_after_warmup = counter.count - warm
+
+        reference = load_reference(small)
+        _, reference_forecaster = reference_classes()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from toto.data.util.dataset import MaskedTimeseries  # noqa: PLC0415
+        compiled = reference_forecaster(torch.compile(reference.model))
+        before = counter.count
+        x, valid = series(2, 16 * 4, seed=5)
+        compiled.forecast(
+            MaskedTimeseries(x, valid, torch.zeros_like(x, dtype=torch.int),
+                             torch.zeros_like(x, dtype=torch.int),
+                             torch.full((2, 3), 60, dtype=torch.int)),
+            prediction_length=48, num_samples=16, samples_per_batch=16,
+        )  # fmt: skip
+        theirs = counter.count - before
+    finally:
+        counter.uninstall()
+    assert ours_after_warmup == 0, counter.reasons[warm:]
+    assert warm == 0, counter.reasons
+    assert theirs >= 3  # its KV cache reads positions back with .item(): a graph per step
+
+
+def test_a_model_with_every_tensor_in_place_loads_strictly(checkpoint):
+    _, directory = checkpoint
+    model = load_toto(directory)
+    assert isinstance(model, TotoModel)
