@@ -21,7 +21,6 @@ EX_UNAVAILABLE = 69  # sysexits.h: the verb exists but is not built yet
 # Verbs that later work fills; until then they say so plainly.
 PLANNED = {
     "backtest": "run the engine over history and report honest statistics",
-    "forecast": "a one-shot forecast of the last window of a CSV of bars",
     "doctor": "check the device (CUDA/CPU) and write an evidence folder",
     "bench": "compare eager and compiled inference",
     "reconcile": "reconcile the ledger with the broker and print the report",
@@ -60,6 +59,12 @@ def _utc_date(text: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def cmd_download(args: argparse.Namespace) -> int:
     # Imported here: ccxt takes most of a second to import, and other verbs do not need it.
     from trader.market.download_cli import download_history  # noqa: PLC0415
@@ -80,6 +85,30 @@ def cmd_download(args: argparse.Namespace) -> int:
             args.until or datetime.now(UTC),
             args.out,
         )
+    )
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    # Imported here: torch and the models load only for the verbs that need them.
+    from trader.forecast.oneshot import OneShot, run_forecast_command  # noqa: PLC0415
+
+    settings = _load(args).settings
+    return run_forecast_command(
+        settings.forecast,
+        OneShot(
+            model=args.model or settings.forecast.model,
+            data=args.data,
+            symbol=args.symbol,
+            context=args.context or settings.market.context_bars,
+            horizon=args.horizon or settings.forecast.horizon,
+            samples=args.samples,
+            seed=args.seed,
+            device=args.device,
+            weights=args.weights,
+            tokenizer=args.tokenizer,
+            download=args.download,
+            as_json=args.json,
+        ),
     )
 
 
@@ -150,6 +179,27 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--until", type=_utc_date, help="end, UTC date (default: now)")
     fetch.add_argument("--out", type=Path, default=Path("data"), help="folder (default: data)")
     fetch.set_defaults(handler=cmd_download)
+
+    forecast = verbs.add_parser(
+        "forecast", parents=[common], help="one forecast of the last window of a file of bars"
+    )
+    forecast.add_argument("--model", choices=["toto", "kronos", "baseline"])
+    forecast.add_argument("--data", type=Path, required=True, help="CSV or Parquet of bars")
+    forecast.add_argument("--symbol", help="symbol of the data (default: from the file name)")
+    forecast.add_argument(
+        "--weights", type=Path, metavar="DIR", help="checkpoint directory (default: HF cache)"
+    )
+    forecast.add_argument("--tokenizer", type=Path, metavar="DIR", help="Kronos tokenizer")
+    forecast.add_argument(
+        "--download", action="store_true", help="fetch missing weights from the Hugging Face hub"
+    )
+    forecast.add_argument("--context", type=_positive, help="bars of context (the last N)")
+    forecast.add_argument("--horizon", type=_positive, help="bars ahead")
+    forecast.add_argument("--samples", type=_positive, help="sample paths")
+    forecast.add_argument("--seed", type=int, help="sampler seed")
+    forecast.add_argument("--device", help="auto, cpu, cuda or cuda:N")
+    forecast.add_argument("--json", action="store_true", help="print JSON")
+    forecast.set_defaults(handler=cmd_forecast)
 
     for verb, summary in PLANNED.items():
         planned = verbs.add_parser(verb, parents=[common], help=f"{summary} (not available yet)")

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trader.config.schema import Settings
+from trader.forecast.build import ModelUnavailable
 from trader.logging import get_logger
 from trader.market.replay import ReplayDataError, read_recording
-from trader.runner import ModelUnavailable, run_replay
+from trader.runner import run_replay
 
 EX_DATAERR, EX_CONFIG = 65, 78
 

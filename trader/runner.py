@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+import torch
+
 from trader.broker.paper import PaperBroker
 from trader.clock import Clock, SimulatedClock
 from trader.config.schema import Settings
 from trader.domain import Instrument, Timeframe, from_epoch_ms
 from trader.engine.pipeline import Engine, EngineHooks
-from trader.forecast.baseline import BaselineForecaster
+from trader.forecast.build import ModelUnavailable, build_forecaster
+from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
 from trader.forecast.protocol import Forecaster
 from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
@@ -30,24 +33,25 @@ from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.select import strategies_for
 
 
-class ModelUnavailable(Exception):
-    """A forecaster the settings ask for cannot be built here; the message says why."""
-
-
-def forecaster_for(name: str, settings: Settings) -> Forecaster:
-    if name == "baseline":
-        return BaselineForecaster(settings.forecast.baseline_lookback)
-    raise ModelUnavailable(
-        f"the {name} forecaster is not available in this version; set forecast.model = "
-        '"baseline" (and strategy.consensus = false) to run without it'
-    )
-
-
 def forecasters_for(settings: Settings) -> list[Forecaster]:
+    """The primary forecaster and, with the consensus gate on, the second model; the device
+    decision is logged once, a fallback to the CPU as a warning."""
     names = [settings.forecast.model]
     if settings.strategy.consensus and settings.strategy.consensus_model not in names:
         names.append(settings.strategy.consensus_model)
-    return [forecaster_for(name, settings) for name in names]
+    if names == ["baseline"]:
+        device = DeviceChoice(torch.device("cpu"), "float32", "the baseline runs on the CPU")
+    else:
+        try:
+            device = choose_device(settings.forecast.device, settings.forecast.precision)
+        except DeviceUnavailable as error:
+            raise ModelUnavailable(str(error)) from error
+        log = get_logger("trader.forecast")
+        if device.fallback:
+            log.warning("models run on the CPU", **device.describe())
+        else:
+            log.info("model device", **device.describe())
+    return [build_forecaster(name, settings.forecast, device) for name in names]
 
 
 def spread_model(settings: Settings) -> SpreadModel:

@@ -11,8 +11,10 @@ import subprocess
 import time
 
 import pytest
+import torch
 
 from tests.integration.conftest import TRADER, clean_env
+from tests.unit.forecast.toto.builders import write_checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +152,7 @@ def test_on_a_terminal_the_daemon_logs_readable_colour(tmp_path):
     assert not text.lstrip().startswith("{")
 
 
-@pytest.mark.parametrize("verb", ["backtest", "forecast", "doctor", "bench", "reconcile"])
+@pytest.mark.parametrize("verb", ["backtest", "doctor", "bench", "reconcile"])
 def test_verbs_that_are_not_built_yet_say_so(cli, verb):
     result = cli.run(verb, "--anything")
     assert result.returncode == 69
@@ -165,3 +167,61 @@ def test_version_and_module_entry_point(cli):
     )  # fmt: skip
     assert result.returncode == 0
     assert "[market]" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def toto_weights(tmp_path_factory):
+    return write_checkpoint(tmp_path_factory.mktemp("toto"))
+
+
+def test_forecast_prints_the_quantiles_of_the_last_window_and_its_timings(
+    cli, shared_data, toto_weights
+):
+    args = ["forecast", "--model", "toto", "--weights", str(toto_weights)]
+    args += ["--data", str(shared_data / "SOLUSDT_1h.csv"), "--context", "100", "--horizon", "10"]
+    result = cli.run(*args, "--samples", "64", "--seed", "7", "--device", "cpu", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["model"], report["symbol"], report["timeframe"]) == ("toto", "SOL/USDT", "1h")
+    # The last recorded bar starts 2026-01-30 09:00: the forecast is as of its close.
+    assert report["as_of"] == "2026-01-30T10:00:00+00:00"
+    assert (report["context_bars"], report["horizon"], report["samples"]) == (100, 10, 64)
+    assert (report["device"], report["precision"], report["seed"]) == ("cpu", "float32", 7)
+    assert report["load_seconds"] > 0
+    assert report["forecast_seconds"] > 0
+    close = report["fields"]["close"]
+    assert {"0.1", "0.4", "0.5", "0.6", "0.9"} <= set(close["quantiles"])
+    assert len(close["mean"]) == 10
+    assert set(report["fields"]) == {"close", "high", "low"}
+    again = cli.run(*args, "--samples", "64", "--seed", "7", "--device", "cpu", "--json")
+    assert json.loads(again.stdout)["fields"] == report["fields"]
+    text = cli.run(*args, "--samples", "16")
+    assert text.returncode == 0, text.stderr
+    assert "toto forecast for SOL/USDT 1h" in text.stdout
+    assert "loaded in" in text.stdout
+    assert "q0.9" in text.stdout
+
+
+def test_forecast_without_weights_says_where_it_looked_and_how_to_get_them(
+    cli, shared_data, tmp_path
+):
+    env = clean_env(HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    result = cli.run(
+        "forecast", "--model", "toto", "--data", str(shared_data / "SOLUSDT_1h.csv"), env=env
+    )
+    assert result.returncode == 69
+    assert "no weights for Datadog/Toto-Open-Base-1.0" in result.stderr
+    assert "huggingface-cli download" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_forecast_refuses_cuda_on_a_machine_without_it_and_bad_data(cli, shared_data, tmp_path):
+    data = str(shared_data / "SOLUSDT_1h.csv")
+    if not torch.cuda.is_available():
+        cuda = cli.run("forecast", "--model", "baseline", "--data", data, "--device", "cuda")
+        assert cuda.returncode == 69
+        assert "sees no CUDA device" in cuda.stderr
+    (tmp_path / "ABCUSDT_1h.csv").write_text("timestamps,open,high,low,close,volume\n")
+    empty = cli.run("forecast", "--model", "baseline", "--data", str(tmp_path / "ABCUSDT_1h.csv"))
+    assert empty.returncode == 65
+    assert "ABCUSDT_1h.csv" in empty.stderr

@@ -131,7 +131,9 @@ class ForecastSettings(Section):
     model: Literal["toto", "kronos", "baseline"] = Field("toto", description="forecaster")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N (cuda never falls back)")
     precision: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="auto: float32 on CPU, bfloat16 on GPUs that support it natively"
+        "auto",
+        description="Toto's autocast: auto is float32 on CPU, bfloat16 on GPUs with native "
+        "bfloat16, else float16 (Kronos runs float32)",
     )
     horizon: int = Field(1, ge=1, le=1024, description="bars ahead to forecast")
     seed: int = Field(0, ge=0, description="random seed of the sampler")
@@ -145,6 +147,9 @@ class ForecastSettings(Section):
         None, description="local directory of weights; default: the Hugging Face cache"
     )
     hf_token: SecretStr | None = Field(None, description="Hugging Face token, if a repo needs it")
+    download: bool = Field(
+        True, description="fetch missing weights from the Hugging Face hub (false: cache only)"
+    )
     toto: TotoSettings = TotoSettings()
     kronos: KronosSettings = KronosSettings()
 

@@ -1,12 +1,13 @@
 """Toto behind the `Forecaster` protocol.
 
-Per call: requests are grouped by context length padded to whole patches (a batch shares one
-length, as the reference requires: left padding is not masked in attention, so padding two
-series to a common length would change the shorter one's forecast). Each group's context is
-encoded once per series; the first forecast patch is drawn straight from that; only then do
-the sample paths fan out, each decoding its own later patches against the shared context keys.
-Horizons are decoded in whole patches and cut to length. Draws use a generator seeded from the
-settings' seed and the batch, so re-running a tick gives the same forecast.
+Per call: requests are grouped by horizon and by context length padded to whole patches (a
+batch shares one length, as the reference requires: left padding is not masked in attention,
+so padding two series to a common length would change the shorter one's forecast). Each
+group's context is encoded once per series; the first forecast patch is drawn straight from
+that; only then do the sample paths fan out, each decoding its own later patches against the
+shared context keys. Horizons are decoded in whole patches and cut to length. Draws use a
+generator seeded from the settings' seed and the batch, so re-running a tick gives the same
+forecast.
 """
 
 from __future__ import annotations
@@ -77,21 +78,22 @@ class TotoForecaster:
 
     @torch.inference_mode()
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
-        groups: dict[int, list[int]] = defaultdict(list)
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for index, request in enumerate(requests):
             if not request.bars:
                 raise ValueError(f"{request.symbol}: no bars to forecast from")
             length = min(len(request.bars), MAX_CONTEXT)
-            groups[math.ceil(length / self.patch) * self.patch].append(index)
+            padded = math.ceil(length / self.patch) * self.patch
+            groups[padded, request.horizon].append(index)
         out: list[Forecast | None] = [None] * len(requests)
-        for padded, indices in groups.items():
+        for (padded, _), indices in groups.items():
             batch = [requests[i] for i in indices]
             for i, forecast in zip(indices, self._group(batch, padded), strict=True):
                 out[i] = forecast
         return [f for f in out if f is not None]
 
     def _group(self, requests: Sequence[ForecastRequest], padded: int) -> list[Forecast]:
-        horizon = max(r.horizon for r in requests)
+        horizon = requests[0].horizon
         series, valid = self._inputs(requests, padded)
         generator = torch.Generator(device=self.device).manual_seed(self._seed(requests))
         samples = self.sample_paths(series, valid, horizon, self.num_samples, generator)

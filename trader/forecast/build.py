@@ -1,0 +1,61 @@
+"""The forecasters the settings ask for, built on the chosen device. A model that cannot be
+built here (no weights, a checkpoint of another architecture, an unsupported runtime) is a
+`ModelUnavailable` whose message says why and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trader.config.schema import ForecastSettings
+from trader.forecast.baseline import BaselineForecaster
+from trader.forecast.device import DeviceChoice
+from trader.forecast.protocol import Forecaster
+from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable
+
+
+class ModelUnavailable(Exception):
+    """A forecaster the settings ask for cannot be built here; the message says why."""
+
+
+def build_forecaster(
+    name: str,
+    settings: ForecastSettings,
+    device: DeviceChoice,
+    *,
+    model_path: Path | None = None,
+    tokenizer_path: Path | None = None,
+) -> Forecaster:
+    """`model_path` / `tokenizer_path` override the repositories in the settings."""
+    if name == "baseline":
+        return BaselineForecaster(settings.baseline_lookback)
+    token = settings.hf_token.get_secret_value() if settings.hf_token else None
+    # Imported per model: each pulls in its own modules, and the baseline needs neither.
+    try:
+        if name == "toto":
+            from trader.forecast.toto import load_toto_forecaster  # noqa: PLC0415
+
+            return load_toto_forecaster(
+                model_path or settings.toto.repo,
+                settings=settings.toto,
+                seed=settings.seed,
+                device=device,
+                weights_dir=settings.weights_dir,
+                token=token,
+                allow_download=settings.download,
+            )
+        if name == "kronos":
+            from trader.forecast.kronos import load_kronos  # noqa: PLC0415
+
+            return load_kronos(
+                model_path or settings.kronos.repo,
+                tokenizer_path or settings.kronos.tokenizer_repo,
+                settings=settings.kronos,
+                seed=settings.seed,
+                device=device.device,
+                weights_dir=settings.weights_dir,
+                token=token,
+                allow_download=settings.download,
+            )
+    except (WeightsUnavailable, CheckpointMismatch, ValueError) as error:
+        raise ModelUnavailable(f"{name}: {error}") from error
+    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, kronos or baseline")
