@@ -49,3 +49,13 @@ def test_the_engine_bench_prints_its_figures_as_json(shared_data):
         "maxdiff_50_symbols_logs_engine_stages_ms_median",
     ):
         assert report[key] > 0
+
+
+def test_the_toto_bench_compares_ours_and_the_reference_side_by_side(shared_data):
+    report = bench("toto.py", "--data", str(shared_data))
+    for case in ("h16_s8", "h48_s32"):
+        for key in ("ours_ms_median", "reference_ms_median", "ours_peak_rss_mb", "speedup"):
+            assert report[f"{case}_{key}"] > 0
+        # Same random weights, same input: the quantiles agree within sampling error.
+        assert report[f"{case}_quantile_mean_z"] < 1.5
+    assert report["batch_2_symbols_h16_s32_cost_ratio"] > 0

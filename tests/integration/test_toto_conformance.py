@@ -4,8 +4,6 @@ and compiled mode's recompiles."""
 
 from __future__ import annotations
 
-import math
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,8 @@ from tests.integration.toto_reference import (
     PUBLISHED,
     SMALL,
     load_reference,
-    reference_classes,
+    quantile_z,
+    reference_samples,
     write_checkpoint,
 )
 from trader.forecast.runtime import RecompileCounter
@@ -130,33 +129,12 @@ def test_the_kv_cached_decode_path_matches_the_reference(checkpoint):
             assert_head(theirs[step + 1].distribution, squeezed, slice(-patch, None))
 
 
-def quantile_z(ours: torch.Tensor, theirs: torch.Tensor, q: float) -> torch.Tensor:
-    """Where our q-quantile falls in the reference's empirical distribution, in standard
-    errors of the difference of two sample quantile levels."""
-    n, m = ours.shape[-1], theirs.shape[-1]
-    level = (theirs <= ours.quantile(q, dim=-1).unsqueeze(-1)).float().mean(-1)
-    return (level - q).abs() / math.sqrt(q * (1 - q) * (1 / n + 1 / m))
-
-
 def test_sampled_quantiles_agree_with_the_reference_within_sampling_error(small):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from toto.data.util.dataset import MaskedTimeseries  # noqa: PLC0415
     reference, ours = load_reference(small), load_toto(small)
-    _, reference_forecaster = reference_classes()
     x, valid = series(1, 16 * 5, seed=3)
     horizon, n = 40, 2000
     torch.manual_seed(7)
-    timeseries = MaskedTimeseries(
-        series=x, padding_mask=valid, id_mask=torch.zeros_like(x, dtype=torch.int),
-        timestamp_seconds=torch.zeros_like(x, dtype=torch.int),
-        time_interval_seconds=torch.full((1, 3), 3600, dtype=torch.int),
-    )  # fmt: skip
-    theirs = (
-        reference_forecaster(reference.model)
-        .forecast(timeseries, prediction_length=horizon, num_samples=n, samples_per_batch=100)
-        .samples
-    )  # [B, V, H, N]
+    theirs = reference_samples(reference.model, x, valid, horizon, n, per_batch=100)
     with torch.inference_mode():
         mine = (
             TotoForecaster(ours)
@@ -192,20 +170,10 @@ def test_compiled_mode_does_not_recompile_as_shapes_change_and_the_reference_doe
             run(*shape)
         ours_after_warmup = counter.count - warm
 
-        reference = load_reference(small)
-        _, reference_forecaster = reference_classes()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            from toto.data.util.dataset import MaskedTimeseries  # noqa: PLC0415
-        compiled = reference_forecaster(torch.compile(reference.model))
+        compiled = torch.compile(load_reference(small).model)
         before = counter.count
         x, valid = series(2, 16 * 4, seed=5)
-        compiled.forecast(
-            MaskedTimeseries(x, valid, torch.zeros_like(x, dtype=torch.int),
-                             torch.zeros_like(x, dtype=torch.int),
-                             torch.full((2, 3), 60, dtype=torch.int)),
-            prediction_length=48, num_samples=16, samples_per_batch=16,
-        )  # fmt: skip
+        reference_samples(compiled, x, valid, 48, 16, per_batch=16)
         theirs = counter.count - before
     finally:
         counter.uninstall()

@@ -1,0 +1,52 @@
+"""What the model benches share: timing after warm-up, and one fresh worker process per case
+so that each case's peak RSS is its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def median_ms(run: Callable[[], object], repeats: int, warmup: int) -> float:
+    # Untimed runs first: a fresh process's first forecasts pay for first-touch page faults
+    # (expensive in a VM) until the allocator's pools have grown; a daemon pays that once.
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+def run_worker(*command: str, **options: Any) -> dict[str, Any]:
+    """Run `command` (a script and its arguments) in a fresh interpreter; its report, the last
+    line it printed (reference code prints progress of its own). `options` become --flags:
+    True is a bare flag, False and None are left out."""
+    flags = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value not in (False, None):
+            flags.append(f"{flag}={value}")
+    done = subprocess.run(
+        [sys.executable, *command, *flags], capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"worker {' '.join(command + tuple(flags))} failed:\n{done.stderr}")
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report

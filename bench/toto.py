@@ -1,0 +1,222 @@
+"""Our Toto against the reference (PyPI toto-ts 0.2.0), side by side in one run. Prints JSON.
+
+Both load the same random weights in the published Toto-Open-Base-1.0 configuration (151M
+parameters; written by the reference classes, in Datadog's file format) and forecast the
+close/high/low of the last `--context` bars of SOLUSDT_1h.csv on this machine's CPU:
+
+- latency: median over `--repeats` timed forecasts (after `--warmup` untimed ones) of one
+  symbol for each horizon and sample count, quantiles out. The reference runs with
+  samples_per_batch = num_samples and its KV cache, its fastest setting (as its docs advise);
+- memory: peak RSS (ru_maxrss) of a fresh worker process per implementation and case, and its
+  RSS once the weights are loaded;
+- matching output: where our quantiles (levels 0.1 to 0.9, every variate and step) fall in the
+  reference's samples, in standard errors of sampling: a mean near 0.8 is agreement;
+- batching (ours): 8 symbols in one call against 8 calls of one symbol.
+
+    .venv/bin/python bench/toto.py [--data DIR] [--repeats N] [--threads N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+# The random-weight checkpoints and the reference's calls come from the conformance tests'
+# helpers, so the bench measures what the tests check. The repository root replaces this
+# script's folder on the path: this file's name would hide the reference's `toto` package.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[0] = str(ROOT)
+
+from bench.harness import median_ms, rss_mb, run_worker  # noqa: E402
+from tests.integration.toto_reference import (  # noqa: E402
+    PUBLISHED,
+    SMALL,
+    load_reference,
+    quantile_z,
+    reference_samples,
+    write_checkpoint,
+)
+from trader.domain import Bar  # noqa: E402
+from trader.forecast.oneshot import read_bars  # noqa: E402
+from trader.forecast.protocol import ForecastRequest  # noqa: E402
+from trader.forecast.toto import TotoForecaster, load_toto  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+DATA = "SOLUSDT_1h.csv"
+VARIATES = ("close", "high", "low")
+LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def windows(args: argparse.Namespace) -> list[list[Bar]]:
+    """`--symbols` windows of `--context` bars, 500 bars apart, ending at the file's end."""
+    bars, _ = read_bars(args.data / DATA, None)
+    ends = [len(bars) - 500 * i for i in range(args.symbols)]
+    return [bars[end - args.context : end] for end in ends]
+
+
+def worker(args: argparse.Namespace) -> dict[str, Any]:
+    """One implementation, one case, in this (fresh) process."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    inputs = windows(args)
+    # The first window as the reference takes it: [1, V, T].
+    x = torch.tensor([[getattr(b, v) for b in inputs[0]] for v in VARIATES]).unsqueeze(0)
+    valid = torch.ones_like(x, dtype=torch.bool)
+    if args.implementation == "reference":
+        model = load_reference(args.checkpoint).model
+        loaded = rss_mb()
+
+        def run() -> None:
+            with torch.inference_mode():
+                samples = reference_samples(
+                    model, x, valid, args.horizon, args.samples, per_batch=args.samples
+                )
+                samples.quantile(torch.tensor(LEVELS), dim=-1)
+
+        def paths() -> torch.Tensor:
+            return reference_samples(model, x, valid, args.horizon, args.samples, args.samples)[0]
+
+    else:
+        forecaster = TotoForecaster(
+            load_toto(args.checkpoint), variates=VARIATES, num_samples=args.samples
+        )
+        loaded = rss_mb()
+        requests = [
+            ForecastRequest(f"S{i}/USDT", window, args.horizon, LEVELS)
+            for i, window in enumerate(inputs)
+        ]
+
+        def run() -> None:
+            if args.one_by_one:
+                for request in requests:
+                    forecaster.forecast([request])
+            else:
+                forecaster.forecast(requests)
+
+        def paths() -> torch.Tensor:
+            generator = torch.Generator().manual_seed(1)
+            drawn = forecaster.sample_paths(x, valid, args.horizon, args.samples, generator)
+            return drawn[0].permute(1, 2, 0)  # [S, V, H] -> [V, H, S]
+
+    ms = median_ms(run, args.repeats, args.warmup)
+    report: dict[str, Any] = {
+        "ms_median": ms,
+        "loaded_rss_mb": loaded,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    if args.save:
+        with torch.inference_mode():
+            np.save(args.save, paths().numpy())
+    return report
+
+
+def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
+    z = torch.stack(
+        [quantile_z(torch.from_numpy(ours), torch.from_numpy(theirs), q) for q in LEVELS]
+    )
+    return {"mean_z": round(float(z.mean()), 3), "max_z": round(float(z.max()), 3)}
+
+
+def side_by_side(
+    command: list[str], horizon: int, samples: int, scratch: Path, report: dict[str, Any]
+) -> float:
+    """Both implementations on one case, each in a fresh worker; the speedup."""
+    prefix = f"h{horizon}_s{samples}_"
+    results = {}
+    for name in ("ours", "reference"):
+        results[name] = result = run_worker(
+            *command, "--worker", name,
+            horizon=horizon, samples=samples, save=scratch / f"{name}.npy",
+        )  # fmt: skip
+        report[f"{prefix}{name}_ms_median"] = round(result["ms_median"], 1)
+        report[f"{prefix}{name}_peak_rss_mb"] = round(result["peak_rss_mb"], 1)
+        report[f"{prefix}{name}_loaded_rss_mb"] = round(result["loaded_rss_mb"], 1)
+    speedup: float = results["reference"]["ms_median"] / results["ours"]["ms_median"]
+    report[prefix + "speedup"] = round(speedup, 2)
+    match = agreement(np.load(scratch / "ours.npy"), np.load(scratch / "reference.npy"))
+    report[prefix + "quantile_mean_z"] = match["mean_z"]
+    report[prefix + "quantile_max_z"] = match["max_z"]
+    return speedup
+
+
+def batching(
+    command: list[str], horizon: int, samples: int, batch: int, report: dict[str, Any]
+) -> None:
+    """Ours: `batch` symbols in one call against one call per symbol."""
+    prefix = f"batch_{batch}_symbols_h{horizon}_s{samples}_"
+    options = {"horizon": horizon, "samples": samples, "symbols": batch}
+    together = run_worker(*command, "--worker", "ours", **options)
+    apart = run_worker(*command, "--worker", "ours", one_by_one=True, **options)
+    report[prefix + "ms_median"] = round(together["ms_median"], 1)
+    report[prefix + "one_by_one_ms_median"] = round(apart["ms_median"], 1)
+    report[prefix + "cost_ratio"] = round(together["ms_median"] / apart["ms_median"], 3)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--quick", action="store_true", help="small model and sizes: a smoke test")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--context", type=int, default=512)
+    # Worker options (one implementation and case per process).
+    parser.add_argument("--worker", dest="implementation", choices=["ours", "reference"])
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--horizon", type=int)
+    parser.add_argument("--samples", type=int)
+    parser.add_argument("--symbols", type=int, default=1)
+    parser.add_argument("--one-by-one", action="store_true")
+    parser.add_argument("--save", type=Path, help="write the last sample paths here (.npy)")
+    args = parser.parse_args()
+    if not (args.data / DATA).is_file():
+        sys.stderr.write(f"no {args.data / DATA}: pass --data DIR\n")
+        return 2
+    if args.implementation:
+        sys.stdout.write("\n" + json.dumps(worker(args)) + "\n")
+        return 0
+    config, horizons, samples, batch = PUBLISHED, (64, 256), (64, 256), 8
+    if args.quick:
+        config, horizons, samples, batch = SMALL, (16, 48), (8, 32), 2
+        args.context, args.repeats, args.warmup = 128, 1, 0
+    report: dict[str, Any] = {
+        "device": "cpu",
+        "torch": torch.__version__,
+        "torch_threads": args.threads,
+        "model": "Toto-Open-Base-1.0 configuration, random weights"
+        if not args.quick
+        else "small configuration, random weights",
+        "context": args.context,
+        "repeats": args.repeats,
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        checkpoint = Path(scratch) / "toto"
+        write_checkpoint(checkpoint, config, seed=0)
+        command = [
+            __file__, "--checkpoint", str(checkpoint), "--data", str(args.data),
+            "--context", str(args.context), "--threads", str(args.threads),
+            "--repeats", str(args.repeats), "--warmup", str(args.warmup),
+        ]  # fmt: skip
+        speedups = [
+            side_by_side(command, horizon, count, Path(scratch), report)
+            for horizon in horizons
+            for count in samples
+        ]
+        report["speedup_min"] = round(min(speedups), 2)
+        for horizon, count in ((horizons[0], samples[-1]), (horizons[-1], samples[0])):
+            batching(command, horizon, count, batch, report)
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
