@@ -95,3 +95,30 @@ def check_tensors(
             problems.append(f"{label}: {shown}")
     if problems:
         raise CheckpointMismatch(f"{source}: " + "; ".join(problems))
+
+
+def check_state(
+    state: Mapping[str, torch.Tensor],
+    found: Mapping[str, torch.Tensor],
+    source: str,
+    unread: Mapping[str, torch.Size] | None = None,
+) -> dict[str, torch.Tensor]:
+    """The tensors of `found` that load into a module whose state is `state`: exactly its
+    names and shapes (plus `unread`, published tensors inference never reads, checked by
+    shape and dropped), floating where the module's are, and finite."""
+    check_tensors({name: t.shape for name, t in state.items()} | dict(unread or {}), found, source)
+    wrong_kind = sorted(
+        f"{name} ({found[name].dtype})"
+        for name, t in state.items()
+        if found[name].is_floating_point() != t.is_floating_point()
+    )
+    if wrong_kind:
+        raise CheckpointMismatch(f"{source}: wrong dtype: {', '.join(wrong_kind)}")
+    not_finite = sorted(
+        name
+        for name in state
+        if found[name].is_floating_point() and not bool(torch.isfinite(found[name]).all())
+    )
+    if not_finite:
+        raise CheckpointMismatch(f"{source}: non-finite values in {', '.join(not_finite)}")
+    return {name: found[name] for name in state}

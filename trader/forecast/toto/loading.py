@@ -12,7 +12,7 @@ from trader.forecast.toto.model import TotoModel
 from trader.forecast.weights import (
     Checkpoint,
     CheckpointMismatch,
-    check_tensors,
+    check_state,
     load_checkpoint,
     locate,
 )
@@ -43,10 +43,8 @@ def model_from_checkpoint(checkpoint: Checkpoint) -> TotoModel:
             _check_derived(name, tensor, model, source)
         else:
             tensors[_canonical(name)] = tensor
-    expected = {name: t.shape for name, t in model.state_dict().items()}
-    check_tensors(expected, tensors, source)
-    model.load_state_dict(tensors, strict=True)
-    return model.eval()
+    model.load_state_dict(check_state(model.state_dict(), tensors, source), strict=True)
+    return model.eval().requires_grad_(False)
 
 
 def _check_derived(name: str, tensor: torch.Tensor, model: TotoModel, source: str) -> None:

@@ -43,6 +43,7 @@ def test_unfused_mlp_names_and_the_rotary_table_are_accepted(tmp_path, checkpoin
         ("add", "unexpected: model.transformer.layers.7.norm1.scale"),
         ("reshape", "misshapen: model.transformer.layers.1.attention.wO.weight (32, 16)"),
         ("rotary", "model.transformer.rotary_emb.freqs is not the rotary table"),
+        ("nan", "non-finite values in model.transformer.layers.1.attention.wO.weight"),
     ],
 )
 def test_a_wrong_tensor_is_an_error_that_names_it(tmp_path, change, message):
@@ -54,6 +55,8 @@ def test_a_wrong_tensor_is_an_error_that_names_it(tmp_path, change, message):
         tensors["model.transformer.layers.7.norm1.scale"] = torch.ones(32)
     elif change == "reshape":
         tensors[name] = tensors[name][:, :16].contiguous()
+    elif change == "nan":
+        tensors[name][0, 0] = float("nan")
     else:
         tensors["model.transformer.rotary_emb.freqs"] = torch.ones(8)
     with pytest.raises(CheckpointMismatch, match=message.replace("(", r"\(").replace(")", r"\)")):
