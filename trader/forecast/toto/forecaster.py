@@ -62,6 +62,7 @@ class TotoForecaster:
         self.patch = model.config.patch_size
         self._prefill: Callable[..., Any] = self.model.prefill
         self._decode: Callable[..., Any] = self.model.decode
+        self.compiled = compiled
         if compiled:
             compile_ = compiler or torch.compile
             self._prefill = _shape_oblivious(
@@ -141,6 +142,10 @@ class TotoForecaster:
             stabilize=config.stabilize_with_global, exponent=config.scale_factor_exponent,
         )  # fmt: skip
         with self._precision():
+            if self.compiled:
+                # A backed batch size still gets a graph of its own at 1 (inductor guards
+                # on it when it lays out strides); an unbacked one never specialises.
+                torch._dynamo.decorators.mark_unbacked(scaled, 0)
             head, keys, values = self._prefill(scaled)
         b, v = series.shape[:2]
         # The first patch needs no decoding: every path draws from the context's head.
