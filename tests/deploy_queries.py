@@ -1,0 +1,174 @@
+"""The PromQL that the deployment files hold (alert rules, Grafana dashboards), parsed into the
+metric selectors it reads, and the series a daemon's /metrics exposes, for comparing the two."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import promql_parser
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import ROOT
+
+DEPLOY = ROOT / "deploy"
+RULE_FILES = sorted((DEPLOY / "prometheus" / "rules").glob("*.yml"))
+DASHBOARD_FILES = sorted((DEPLOY / "grafana" / "dashboards").glob("*.json"))
+
+# Series Prometheus makes itself for every target, not the daemon.
+PROMETHEUS_SERIES = frozenset({"up"})
+# Labels Prometheus attaches to every scraped series (the target's).
+TARGET_LABELS = frozenset({"job", "instance"})
+# Grafana's dashboard variables, given values that make the queries plain PromQL.
+VARIABLES = {"$window": "6h", "$instance": ".*", "$symbol": ".*", "$__rate_interval": "1m"}
+_LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$")
+
+# The metric names agreed with the daemon (issue 9's list); the files may use no others.
+AGREED_METRICS = frozenset(
+    {
+        "trader_tick_duration_seconds",
+        "trader_inference_latency_seconds",
+        "trader_torch_recompiles_total",
+        "trader_torch_graph_breaks_total",
+        "trader_torch_cudagraph_skips_total",
+        "trader_gpu_memory_bytes",
+        "trader_ticks_total",
+        "trader_tick_lateness_seconds",
+        "trader_event_loop_lag_seconds",
+        "trader_quote_age_seconds",
+        "trader_quote_spread_bps",
+        "trader_quote_source",
+        "trader_orders_total",
+        "trader_fills_total",
+        "trader_fees_paid_total",
+        "trader_position",
+        "trader_pnl_realized",
+        "trader_pnl_unrealized",
+        "trader_equity",
+        "trader_drawdown_ratio",
+        "trader_trading_state",
+        "trader_data_skips_total",
+        "trader_exchange_errors_total",
+        "trader_mqtt_connected",
+        "trader_mqtt_dropped_total",
+        "trader_last_tick_timestamp_seconds",
+        "trader_device_info",
+        "trader_build_info",
+    }
+)
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+@dataclass(frozen=True)
+class Query:
+    where: str  # file and rule or panel, for messages
+    expr: str  # as written, Grafana variables included
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    op: str  # =, !=, =~, !~
+    value: str
+
+
+@dataclass(frozen=True)
+class Selector:
+    metric: str
+    matchers: tuple[Matcher, ...]
+
+
+def rule_queries() -> list[Query]:
+    queries = []
+    for path in RULE_FILES:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                name = rule.get("alert") or rule.get("record")
+                queries.append(Query(f"{path.name}: {name}", str(rule["expr"])))
+    return queries
+
+
+def _panels(panels: list[dict]) -> Iterator[dict]:
+    for panel in panels:
+        yield panel
+        yield from _panels(panel.get("panels", []))
+
+
+def dashboard_queries() -> list[Query]:
+    """Every panel target's expression, and the selector inside each variable's
+    label_values(...) query."""
+    queries = []
+    for path in DASHBOARD_FILES:
+        dashboard = json.loads(path.read_text())
+        for panel in _panels(dashboard["panels"]):
+            for target in panel.get("targets", []):
+                where = f"{path.name}: panel {panel['title']!r} {target['refId']}"
+                queries.append(Query(where, target["expr"]))
+        for variable in dashboard["templating"]["list"]:
+            if variable["type"] != "query":
+                continue
+            match = _LABEL_VALUES.match(variable["definition"])
+            assert match, f"{path.name}: variable {variable['name']} is not label_values(...)"
+            where = f"{path.name}: variable {variable['name']}"
+            queries.append(Query(where, match["selector"]))
+    return queries
+
+
+def plain(expr: str) -> str:
+    """The expression with Grafana's variables replaced, as Prometheus would receive it."""
+    for variable, value in VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+# promql_parser's MatchOp is not hashable: look it up by its name.
+_OPS = {"Equal": "=", "NotEqual": "!=", "Re": "=~", "NotRe": "!~"}
+
+
+def selectors(expr: str) -> list[Selector]:
+    """The metric selectors of a PromQL expression (parsed, so functions, keywords and label
+    names are never mistaken for metrics)."""
+    found: list[Selector] = []
+
+    def visit(node: object) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            assert node.name, f"a selector without a metric name in {expr!r}"
+            matchers = tuple(
+                Matcher(m.name, _OPS[str(m.op).removeprefix("MatchOp.")], m.value)
+                for m in node.matchers.matchers
+                if m.name != "__name__"
+            )
+            found.append(Selector(node.name, matchers))
+
+    promql_parser.walk(promql_parser.parse(plain(expr)), visit)
+    return found
+
+
+def agreed_name(metric: str) -> str:
+    """The agreed metric a series name belongs to (a histogram's _bucket/_sum/_count)."""
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = metric.removesuffix(suffix)
+        if base != metric and base in AGREED_METRICS:
+            return base
+    return metric
+
+
+def exposed_series(text: str) -> dict[str, list[dict[str, str]]]:
+    """Series name -> label sets, from a /metrics page. A labelled family with no child yet
+    still counts, under the names its type gives its samples."""
+    series: dict[str, list[dict[str, str]]] = {}
+    suffixes = {
+        "counter": ("_total",),
+        "histogram": HISTOGRAM_SUFFIXES,
+        "summary": ("", "_sum", "_count"),
+        "info": ("_info",),
+    }
+    for family in text_string_to_metric_families(text):
+        for suffix in suffixes.get(family.type, ("",)):
+            series.setdefault(family.name + suffix, [])
+        for sample in family.samples:
+            series.setdefault(sample.name, []).append(dict(sample.labels))
+    return series

@@ -1,0 +1,278 @@
+"""The dashboard and the alert rules against a running daemon: every metric they read is on its
+/metrics page with the labels (and label values) they match on; a real Prometheus loaded with the
+rules scrapes it and evaluates every rule and every dashboard query without an error; and the
+image's health check calls the daemon healthy. The daemon is `trader run --replay` on recorded
+bars with the baseline model, so no weights or network are needed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import SHARED_DATA, missing_binary
+from tests.deploy_queries import (
+    DEPLOY,
+    PROMETHEUS_SERIES,
+    RULE_FILES,
+    TARGET_LABELS,
+    Query,
+    dashboard_queries,
+    exposed_series,
+    plain,
+    rule_queries,
+    selectors,
+)
+from tests.integration.conftest import TRADER, clean_env
+from tests.integration.loopback import free_port, http_get
+
+pytestmark = pytest.mark.integration
+
+RECORDING = SHARED_DATA / "SOLUSDT_1h.csv"
+SYMBOL = "SOL/USDT"
+# Simulated seconds per second: twenty 1h bars a second, so ticks happen within the test but
+# the recording (about 48,000 bars) outlasts it.
+SPEED = "72000"
+START_TIMEOUT_S = 90.0
+# Label values a replay run cannot show, because they depend on settings: the rules match them
+# (a live-mode alert), so only the label's presence can be checked here.
+VALUES_FROM_SETTINGS = {("trader_build_info", "broker_mode")}
+
+
+@dataclass
+class RunningDaemon:
+    process: subprocess.Popen[str]
+    port: int
+    log: Path
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def scrape(self) -> str:
+        status, text = http_get(self.metrics_url)
+        assert status == 200, text
+        return text
+
+    def log_tail(self) -> str:
+        return self.log.read_text()[-3000:]
+
+
+def wait_until(condition, what: str, timeout: float, daemon: RunningDaemon | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        if daemon is not None and daemon.process.poll() is not None:
+            pytest.fail(f"the daemon exited ({daemon.process.returncode}): {daemon.log_tail()}")
+        try:
+            result = condition()
+        except (OSError, ValueError, AssertionError):  # not up yet, or not ready
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            tail = daemon.log_tail() if daemon else ""
+            pytest.fail(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.2)
+
+
+def last_tick(metrics: str) -> float:
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == "trader_last_tick_timestamp_seconds":
+                return float(sample.value)
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
+    if not RECORDING.is_file():
+        pytest.skip(f"no recorded market data in {SHARED_DATA} (set TRADER_SHARED_DATA)")
+    workdir = tmp_path_factory.mktemp("daemon")
+    port = free_port()
+    env = clean_env(
+        TRADER_METRICS__ENABLED="true",
+        TRADER_METRICS__HOST="127.0.0.1",
+        TRADER_METRICS__PORT=str(port),
+        TRADER_FORECAST__MODEL="baseline",
+        TRADER_MARKET__SYMBOLS=SYMBOL,
+        TRADER_LEDGER__PATH=str(workdir / "ledger.sqlite3"),
+        TRADER_MQTT__ENABLED="false",
+    )
+    log = workdir / "daemon.log"
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [TRADER, "run", "--replay", str(RECORDING), "--symbol", SYMBOL, "--speed", SPEED],
+            cwd=workdir,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    running = RunningDaemon(process, port, log)
+    try:
+        # The daemon must serve /metrics (a replay run is the same daemon, metrics included);
+        # until it does, these tests fail rather than skip.
+        wait_until(running.scrape, f"{running.metrics_url}", START_TIMEOUT_S, running)
+        wait_until(
+            lambda: last_tick(running.scrape()) > 0, "a first tick", START_TIMEOUT_S, running
+        )
+        yield running
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def exposed(daemon: RunningDaemon) -> dict[str, list[dict[str, str]]]:
+    return exposed_series(daemon.scrape())
+
+
+QUERIES = rule_queries() + dashboard_queries()
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=[q.where for q in QUERIES])
+def test_every_metric_a_query_reads_is_exported_with_its_labels(query: Query, exposed):
+    for selector in selectors(query.expr):
+        if selector.metric in PROMETHEUS_SERIES:
+            continue
+        assert selector.metric in exposed, f"{query.where}: /metrics has no {selector.metric}"
+        samples = exposed[selector.metric]
+        assert samples, f"{query.where}: {selector.metric} has no series yet (not pre-initialised)"
+        for matcher in selector.matchers:
+            if matcher.label in TARGET_LABELS:
+                continue
+            values = {labels[matcher.label] for labels in samples if matcher.label in labels}
+            assert values, (
+                f"{query.where}: {selector.metric} has no label {matcher.label!r} "
+                f"(it has {sorted({k for labels in samples for k in labels})})"
+            )
+            config_dependent = (selector.metric, matcher.label) in VALUES_FROM_SETTINGS
+            if matcher.op == "=" and matcher.value and not config_dependent:
+                assert matcher.value in values, (
+                    f"{query.where}: {selector.metric}{{{matcher.label}={matcher.value!r}}} "
+                    f"never appears; values seen: {sorted(values)}"
+                )
+
+
+def test_the_health_check_calls_the_daemon_healthy(daemon: RunningDaemon, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(DEPLOY / "docker" / "healthcheck.py")],
+        cwd=tmp_path,
+        env=clean_env(TRADER_METRICS__PORT=str(daemon.port)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "answered 200" in result.stdout
+
+
+# --- a real Prometheus with the stack's configuration ----------------------------------------
+
+
+@dataclass
+class RunningPrometheus:
+    url: str
+
+    def query(self, expr: str) -> dict:
+        params = urllib.parse.urlencode({"query": expr})
+        status, body = http_get(f"{self.url}/api/v1/query?{params}")
+        answer = json.loads(body)
+        assert status == 200, (expr, answer)
+        assert answer["status"] == "success", (expr, answer)
+        return answer["data"]
+
+    def rules(self) -> list[dict]:
+        status, body = http_get(f"{self.url}/api/v1/rules")
+        assert status == 200, body
+        return [rule for group in json.loads(body)["data"]["groups"] for rule in group["rules"]]
+
+
+@pytest.fixture(scope="module")
+def prometheus(daemon: RunningDaemon, tmp_path_factory) -> Iterator[RunningPrometheus]:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        missing_binary("prometheus")
+    assert binary is not None
+    workdir = tmp_path_factory.mktemp("prometheus")
+    # The stack's configuration, pointed at this daemon and sped up.
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    config["global"] |= {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["rule_files"] = [str(path) for path in RULE_FILES]
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "trader"]
+    job["static_configs"] = [{"targets": [f"127.0.0.1:{daemon.port}"]}]
+    config["scrape_configs"] = [job]
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = (workdir / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    running = RunningPrometheus(f"http://127.0.0.1:{port}")
+    try:
+        wait_until(lambda: http_get(f"{running.url}/-/ready")[0] == 200, "Prometheus", 60)
+        wait_until(lambda: running.query('up{job="trader"} == 1')["result"], "the first scrape", 60)
+        # Every rule evaluated at least twice since the first scrape.
+        time.sleep(2.5)
+        yield running
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def test_prometheus_evaluates_every_rule_without_an_error(prometheus: RunningPrometheus):
+    rules = prometheus.rules()
+    assert {rule["name"] for rule in rules} >= {q.where.split(": ")[1] for q in rule_queries()}
+    for rule in rules:
+        assert rule["health"] == "ok", (rule["name"], rule.get("lastError"))
+    firing = {
+        rule["name"]
+        for rule in rules
+        for alert in rule.get("alerts", [])
+        if alert["state"] == "firing"
+    }
+    assert "TraderDown" not in firing
+    assert "TraderScrapeTargetMissing" not in firing
+
+
+@pytest.mark.parametrize("query", dashboard_queries(), ids=[q.where for q in dashboard_queries()])
+def test_prometheus_answers_every_dashboard_query(prometheus: RunningPrometheus, query: Query):
+    # A short quantile window: this Prometheus has seconds of data, not hours.
+    prometheus.query(plain(query.expr.replace("$window", "1m")))
+
+
+@pytest.mark.parametrize(
+    "title",
+    ["Daemon", "Trading state", "Equity", "Drawdown", "Device", "Build", "Quote source"],
+)
+def test_the_status_panels_show_data(prometheus: RunningPrometheus, title: str):
+    # The first panel of that title: the status row at the top.
+    query = next(q for q in dashboard_queries() if q.where.split("panel ")[-1] == f"{title!r} A")
+    assert prometheus.query(plain(query.expr))["result"], query.expr

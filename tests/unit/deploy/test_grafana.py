@@ -1,0 +1,168 @@
+"""The dashboard is what its generator builds, and valid for Grafana's file provisioning: the
+provider finds it, every panel and query points at the provisioned datasource, ids are unique,
+panels fit the grid without overlapping, and every variable a query uses is defined."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from types import ModuleType
+
+import pytest
+import yaml
+
+from tests.deploy_queries import AGREED_METRICS, DEPLOY, agreed_name, dashboard_queries, selectors
+
+GRAFANA = DEPLOY / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "trader.json"
+PANEL_TYPES = {"row", "stat", "timeseries", "table", "state-timeline"}
+BUILT_IN_VARIABLES = {"__rate_interval", "__interval", "__range"}
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("grafana_dashboard", GRAFANA / "dashboard.py")
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+@pytest.fixture(scope="module")
+def datasource() -> dict:
+    config = yaml.safe_load((GRAFANA / "provisioning/datasources/prometheus.yaml").read_text())
+    assert config["apiVersion"] == 1
+    [source] = config["datasources"]
+    return source
+
+
+def panels(dashboard: dict) -> list[dict]:
+    return [
+        *dashboard["panels"],
+        *(p for row in dashboard["panels"] for p in row.get("panels", [])),
+    ]
+
+
+def test_the_json_is_what_the_generator_builds():
+    generator = load_generator()
+    assert DASHBOARD.read_text() == generator.render(), "run python deploy/grafana/dashboard.py"
+    assert generator.main(["--check"]) == 0
+
+
+def test_the_datasource_is_prometheus_in_the_compose_stack(datasource):
+    assert datasource["type"] == "prometheus"
+    assert datasource["uid"]
+    assert datasource["url"] == "http://prometheus:9090"
+    assert datasource["access"] == "proxy"
+
+
+def test_the_provider_loads_the_folder_the_dashboard_is_mounted_in():
+    config = yaml.safe_load((GRAFANA / "provisioning/dashboards/trader.yaml").read_text())
+    assert config["apiVersion"] == 1
+    [provider] = config["providers"]
+    assert provider["type"] == "file"
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    mounts = dict(volume.split(":")[:2] for volume in compose["services"]["grafana"]["volumes"])
+    assert mounts["./grafana/dashboards"] == provider["options"]["path"]
+    assert mounts["./grafana/provisioning"] == "/etc/grafana/provisioning"
+
+
+def test_dashboard_top_level(dashboard):
+    assert dashboard["uid"]
+    assert dashboard["title"]
+    assert dashboard.get("id") is None  # provisioning assigns it
+    assert isinstance(dashboard["schemaVersion"], int)
+    assert dashboard["schemaVersion"] >= 36
+    assert dashboard["panels"]
+
+
+def test_panel_ids_are_unique_positive_integers(dashboard):
+    ids = [panel["id"] for panel in panels(dashboard)]
+    assert all(isinstance(i, int) and i > 0 for i in ids)
+    assert len(ids) == len(set(ids))
+
+
+def test_every_panel_and_target_uses_the_provisioned_datasource(dashboard, datasource):
+    expected = {"type": "prometheus", "uid": datasource["uid"]}
+    for panel in panels(dashboard):
+        assert panel["type"] in PANEL_TYPES, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"] == expected, panel["title"]
+        assert panel["targets"], panel["title"]
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+        for target in panel["targets"]:
+            assert target["datasource"] == expected, panel["title"]
+            assert target["expr"].strip(), panel["title"]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            assert variable["datasource"] == expected
+
+
+def test_panels_fit_the_grid_and_do_not_overlap(dashboard):
+    taken: set[tuple[int, int]] = set()
+    for panel in panels(dashboard):
+        grid = panel["gridPos"]
+        assert grid["w"] > 0
+        assert grid["h"] > 0
+        assert grid["x"] >= 0
+        assert grid["y"] >= 0
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        cells = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not cells & taken, f"{panel['title']} overlaps another panel"
+        taken |= cells
+
+
+def test_every_variable_a_query_uses_is_defined(dashboard):
+    defined = {variable["name"] for variable in dashboard["templating"]["list"]}
+    for panel in panels(dashboard):
+        for target in panel.get("targets", []):
+            used = set(re.findall(r"\$(\w+)", target["expr"]))
+            assert used <= defined | BUILT_IN_VARIABLES, (panel["title"], used - defined)
+
+
+def test_value_mappings_and_thresholds_are_well_formed(dashboard):
+    for panel in panels(dashboard):
+        if panel["type"] == "row":
+            continue
+        defaults = panel["fieldConfig"]["defaults"]
+        steps = defaults["thresholds"]["steps"]
+        assert steps[0]["value"] is None  # the base step
+        values = [step["value"] for step in steps[1:]]
+        assert values == sorted(values), panel["title"]
+        for mapping in defaults["mappings"]:
+            assert mapping["type"] == "value"
+            assert all({"text", "color"} <= set(m) for m in mapping["options"].values())
+
+
+def test_the_operator_sees_every_topic_the_issue_lists(dashboard):
+    # Every agreed metric has a panel: tick health, latency, compiles, GPU memory, quotes,
+    # orders, fills, positions, P&L, equity, drawdown, state, skips, errors, MQTT.
+    read = [s for q in dashboard_queries() for s in selectors(q.expr)]
+    assert {agreed_name(s.metric) for s in read} >= AGREED_METRICS
+    assert any(
+        s.metric == "trader_ticks_total"
+        and ("outcome", "=", "missed") in [(m.label, m.op, m.value) for m in s.matchers]
+        for s in read
+    )
+    latency = [
+        t["expr"]
+        for p in panels(dashboard)
+        for t in p.get("targets", [])
+        if "trader_inference_latency_seconds" in t["expr"]
+    ]
+    assert any("0.5," in e and "model, device" in e for e in latency)
+    assert any("0.99," in e and "model, device" in e for e in latency)
