@@ -22,7 +22,7 @@ from trader.config.schema import LogSettings
 
 MASK = "**********"
 # Libraries that narrate every request at INFO; their warnings still come through.
-_CHATTY = ("ccxt", "urllib3", "asyncio", "apscheduler.scheduler", "httpx", "filelock")
+_CHATTY = ("ccxt", "urllib3", "asyncio", "apscheduler", "httpx", "filelock")
 
 __all__ = ["adopt_library_loggers", "configure_logging", "get_logger", "log_context"]
 
@@ -105,12 +105,19 @@ def configure_logging(
         adopt_library_loggers("torch")
 
 
+# torch's structured trace (every compile event with its payload, for TORCH_TRACE files) is
+# not a log: it must not propagate, or each compile floods the log with DEBUG lines.
+_NOT_LOGS = frozenset({"torch.__trace"})
+
+
 def adopt_library_loggers(prefix: str) -> None:
     """Send a library's loggers through our pipeline. torch installs stderr handlers of its
     own (and stops propagation) when it is imported or reconfigures its logs: call this after
     either, so its lines come out as ours (JSON off a TTY, secrets masked)."""
     manager = logging.Logger.manager
     for name in [prefix, *[n for n in manager.loggerDict if n.startswith(prefix + ".")]]:
+        if name in _NOT_LOGS:
+            continue
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):
             if type(handler) is logging.StreamHandler:

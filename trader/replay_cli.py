@@ -1,33 +1,32 @@
-"""`trader run --replay FILE...`: the engine over recorded bars, paper broker, simulated clock.
-It resumes where the ledger stopped, and SIGTERM/SIGINT end it after the running tick."""
+"""`trader run --replay FILE... [--speed X]`: the daemon itself (scheduler, metrics, MQTT,
+systemd notify, signals) over recorded bars, on a simulated clock, with the paper broker and
+modelled quotes. It resumes where the ledger stopped and exits 0 at the end of the bars or
+on SIGTERM/SIGINT (after the running tick)."""
 
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trader.config.schema import Settings
-from trader.forecast.build import ModelUnavailable
-from trader.logging import get_logger
+from trader.config import LoadedSettings
 from trader.market.replay import ReplayDataError, read_recording
-from trader.runner import run_replay
-
-EX_DATAERR, EX_CONFIG = 65, 78
+from trader.service import EX_DATAERR, ReplayRequest, Service
 
 
 def run_replay_command(
-    settings: Settings,
+    loaded: LoadedSettings,
     files: Sequence[Path],
     symbols: Sequence[str] | None,
     speed: float | None,
     max_ticks: int | None,
 ) -> int:
-    log = get_logger("trader.replay")
     if symbols and len(symbols) != len(files):
         sys.stderr.write("trader run: give one --symbol per --replay file, or none\n")
+        return 2
+    if speed is not None and not speed > 0:
+        sys.stderr.write("trader run: --speed must be positive\n")
         return 2
     try:
         recordings = [
@@ -36,29 +35,10 @@ def run_replay_command(
     except ReplayDataError as error:
         sys.stderr.write(f"trader run: {error}\n")
         return EX_DATAERR
-
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        try:
-            summary = await run_replay(
-                settings,
-                {r.symbol: r for r in recordings},
-                speed=speed,
-                max_ticks=max_ticks,
-                stop=stop,
-            )
-        except (ModelUnavailable, ValueError) as error:
-            log.error("replay cannot start", error=str(error))
-            return EX_CONFIG
-        log.info(
-            "replay finished" if not stop.is_set() else "replay stopped",
-            ticks=summary.ticks,
-            last=summary.last.isoformat() if summary.last else None,
-            equity=str(summary.equity),
-        )
-        return 0
-
-    return asyncio.run(main())
+    names = [r.symbol for r in recordings]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        sys.stderr.write(f"trader run: more than one file for {', '.join(duplicated)}\n")
+        return 2
+    request = ReplayRequest({r.symbol: r for r in recordings}, speed, max_ticks)
+    return asyncio.run(Service(loaded, replay=request).run())

@@ -1,0 +1,94 @@
+"""A real Prometheus scrapes the daemon (a replay of recorded bars) and its HTTP API answers
+for every metric the daemon promises, with the labels it promises."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import missing_binary
+from tests.integration.daemon import (
+    daemon_env,
+    metrics_port,
+    recording,
+    running,
+    stop,
+    wait_until,
+)
+from tests.integration.loopback import free_port, http_get
+from tests.unit.telemetry.test_metrics_events import REQUIRED
+
+pytestmark = pytest.mark.integration
+
+NON_EMPTY = {"trader_device_info": {"device", "precision", "reason", "torch"}}
+HISTOGRAMS = {
+    "trader_tick_duration_seconds",
+    "trader_inference_latency_seconds",
+    "trader_tick_lateness_seconds",
+}
+
+
+def start_prometheus(tmp: Path, target_port: int) -> tuple[subprocess.Popen[bytes], str]:
+    if shutil.which("prometheus") is None:
+        missing_binary("prometheus")
+    config = tmp / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: trader\n    static_configs:\n"
+        f"      - targets: ['127.0.0.1:{target_port}']\n"
+    )
+    port = free_port()
+    log = (tmp / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        ["prometheus", f"--config.file={config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http_get(f"{url}/-/ready")[0] == 200, "prometheus to be ready")
+    return process, url
+
+
+def query(url: str, expr: str) -> list[dict]:
+    status, body = http_get(f"{url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}")
+    assert status == 200, body
+    return json.loads(body)["data"]["result"]
+
+
+def test_prometheus_scrapes_every_promised_metric_from_a_replay(cli, tmp_path, shared_data):
+    data = recording(tmp_path, shared_data, 48 + 2000)
+    daemon = cli.start("run", "--replay", str(data), "--speed", "36000", env=daemon_env(tmp_path))
+    with running(daemon):
+        port = metrics_port(daemon)
+        prometheus, url = start_prometheus(tmp_path, port)
+        try:
+            assert wait_until(lambda: query(url, 'up{job="trader"} == 1'), "the target up")
+            # A few ticks in, so the histograms and counters have moved.
+            wait_until(lambda: query(url, "trader_fills_total > 0"), "fills in Prometheus")
+            missing = []
+            for name, promised in REQUIRED.items():
+                # Prometheus keeps no empty label: a CPU has no compute capability, the
+                # baseline no fallback. /metrics has them all (tests/unit/telemetry).
+                labels = promised & NON_EMPTY.get(name, promised)
+                expr = f"{name}_count" if name in HISTOGRAMS else name
+                series = query(url, expr)
+                present = {k for s in series for k in s["metric"]}
+                if not series or not labels <= present:
+                    missing.append((name, sorted(present)))
+            assert not missing, missing
+            assert query(url, 'trader_ticks_total{outcome="ok"} > 0')
+            assert query(url, 'trader_trading_state{state="active"} == 1')
+            assert query(url, 'trader_quote_source{symbol="SOL/USDT",source="modelled"} == 1')
+            assert query(url, 'trader_build_info{broker_mode="paper"} == 1')
+            assert query(url, 'trader_device_info{device="cpu"} == 1')
+            assert query(url, 'trader_inference_latency_seconds_count{model="baseline"} > 0')
+            assert query(url, "trader_last_tick_timestamp_seconds > 1.5e9")  # recorded: 2020
+        finally:
+            prometheus.terminate()
+            prometheus.wait(timeout=30)
+        assert stop(daemon) == 0
