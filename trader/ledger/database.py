@@ -34,11 +34,11 @@ def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, durable: bool = True) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
-    connection.execute("PRAGMA synchronous=FULL")
+    connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
     connection.execute("PRAGMA foreign_keys=ON")
     connection.execute("PRAGMA busy_timeout=5000")
     return connection
@@ -61,16 +61,20 @@ def migrate(connection: sqlite3.Connection) -> int:
 
 
 class Database:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, durable: bool = True) -> None:
         self.path = path
+        # False: a ledger a re-run rebuilds (a backtest's): nothing waits for the disk, and
+        # the work runs on the caller's thread (a hop to the ledger's thread per write would
+        # cost a backtest more than the write; nothing else waits on its loop).
+        self.durable = durable
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ledger")
         self._connection: sqlite3.Connection | None = None
 
     @classmethod
-    async def open(cls, path: Path) -> Database:
-        database = cls(path)
+    async def open(cls, path: Path, *, durable: bool = True) -> Database:
+        database = cls(path, durable)
         try:
-            database._connection = await database._submit(lambda: _connect(path))
+            database._connection = await database._submit(lambda: _connect(path, durable))
             await database.run(migrate)
         except sqlite3.DatabaseError as error:
             await database.close()
@@ -78,6 +82,8 @@ class Database:
         return database
 
     async def _submit(self, work: Callable[[], T]) -> T:
+        if not self.durable:
+            return work()
         return await asyncio.get_running_loop().run_in_executor(self._executor, work)
 
     async def run(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
@@ -86,7 +92,7 @@ class Database:
         connection = self._connection
         if connection is None:
             raise LedgerError("the ledger is closed")
-        if durable:
+        if durable or not self.durable:
             return await self._submit(lambda: work(connection))
 
         def relaxed() -> T:

@@ -1,0 +1,218 @@
+"""The backtest's trading simulation, forecasts cached, beside backtesting.py. Prints JSON.
+
+Both run in this process, one after the other, on the same bars of SOLUSDT_1h.csv and the same
+signal: the baseline forecaster's median return at each bar close, computed once and cached.
+
+- ours: `trader backtest`'s simulation of the `simple` strategy, i.e. the daemon's own engine
+  tick by tick (data step with hygiene, forecast lookup, strategy, sizing, every risk check,
+  the paper broker and a SQLite ledger written every tick); and of `maxdiff` (resting limits
+  placed and cancelled every bar: the busiest case), for reference;
+- backtesting.py: the same rule as `simple` under our risk engine's minimum edge (buy 20% of
+  equity when the median return clears 2 x taker fee + spread + min edge, close when it turns
+  non-positive), with the same fee and spread, trading on the close.
+
+Two cases: `costs`, the daemon's default fees, spread and risk limits (the baseline's small
+forecasts never clear them: the cost of a bar with nothing to do), and `free`, no fees, a
+spread of 0.01 bps (a locked book is no quote) and no risk limits: both trade at every turn of
+the forecast's sign (ours also tops a position up to its target as price and equity move, so
+it has more fills than backtesting.py has trades). `*_bars_per_s` is bars simulated per second
+of wall time; `*_ours_over_backtesting_py` their ratio. Forecasting (cold cache) is timed on
+its own, as `forecast_windows_per_s`.
+
+    .venv/bin/python bench/backtest.py [--data DIR] [--quick] [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from backtesting import Backtest, Strategy
+
+from trader.backtest.cache import ForecastCache
+from trader.backtest.forecasts import forecast_ahead
+from trader.backtest.simulate import simulate
+from trader.backtest.windows import SymbolWindows
+from trader.config.schema import LogSettings, Settings
+from trader.forecast.baseline import BaselineForecaster
+from trader.logging import configure_logging
+from trader.market.replay import Recording, read_recording
+from trader.runner import replay_settings, tick_times
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def signal_strategy(hurdle_bps: float, fraction: float) -> type[Strategy]:
+    class Simple(Strategy):
+        def init(self) -> None:
+            self.move = self.I(lambda: np.asarray(self.data.Move), name="move")
+
+        def next(self) -> None:
+            move = self.move[-1]
+            if not self.position and move > hurdle_bps:
+                self.buy(size=fraction)
+            elif self.position and move <= 0:
+                self.position.close()
+
+    return Simple
+
+
+def time_backtesting_py(frame: pd.DataFrame, settings: Settings, repeats: int) -> dict[str, Any]:
+    broker, risk = settings.broker, settings.risk
+    hurdle = 2 * float(broker.taker_fee_bps) + settings.market.replay_spread_bps
+    strategy = signal_strategy(hurdle + risk.min_edge_bps, settings.strategy.position_fraction)
+    seconds, trades = [], 0
+    for _ in range(repeats):
+        test = Backtest(
+            frame, strategy, cash=float(broker.starting_cash),
+            commission=float(broker.taker_fee_bps) / 10_000,
+            spread=settings.market.replay_spread_bps / 10_000, trade_on_close=True,
+            finalize_trades=True,
+        )  # fmt: skip
+        began = time.perf_counter()
+        stats = test.run()
+        seconds.append(time.perf_counter() - began)
+        trades = int(stats["# Trades"])
+    return {"seconds": statistics.median(seconds), "trades": trades}
+
+
+# The same bars under two sets of costs: the daemon's defaults (fees, spread and the minimum
+# edge keep the baseline's small forecasts from trading: the cost of a bar with nothing to do)
+# and none at all, nor risk limits (both trade on every turn of the forecast's sign: the cost
+# of trading).
+CASES: dict[str, dict[str, Any]] = {
+    "costs": {},
+    "free": {
+        "broker": {"maker_fee_bps": 0, "taker_fee_bps": 0, "slippage_bps": 0},
+        # A locked book (bid = ask) is no quote: the smallest spread that is one.
+        "market": {"replay_spread_bps": 0.01},
+        "risk": {"min_edge_bps": 0, "max_order_notional": "1000000000",
+                 "max_position_notional": "1000000000", "max_total_exposure": "1000000000",
+                 "max_orders_per_minute": 1000, "max_daily_loss": 1.0, "max_drawdown": 1.0},
+    },
+}  # fmt: skip
+
+
+def case_settings(recording: Recording, cache: Path, case: str) -> Settings:
+    overrides = CASES[case]
+    return replay_settings(
+        Settings(
+            market={"symbols": [recording.symbol], **overrides.get("market", {})},
+            forecast={"model": "baseline"},
+            broker=overrides.get("broker", {}),
+            risk=overrides.get("risk", {}),
+            backtest={"cache_dir": cache},
+        ),
+        {recording.symbol: recording},
+    )
+
+
+async def ours(
+    settings: Settings, recording: Recording, cached: Any, strategy: str, folder: Path, repeats: int
+) -> tuple[float, int]:
+    """Median seconds of the simulation, and its fills."""
+    times = tick_times({recording.symbol: recording}, settings.market.context_bars)
+    seconds, fills = [], 0
+    for i in range(repeats):
+        run = await simulate(
+            settings, {recording.symbol: recording}, [cached], strategy,
+            folder / f"{strategy}-{i}.sqlite3", begin=times[0], end=times[-1], ticks=len(times),
+            progress=False,
+        )  # fmt: skip
+        seconds.append(run.seconds)
+        fills = len(run.fills)
+    return statistics.median(seconds), fills
+
+
+async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
+    sink = open(os.devnull, "w")  # noqa: SIM115, ASYNC230 - kept open while the logger uses it
+    configure_logging(LogSettings(level="ERROR", format="json"), stream=sink)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        settings = case_settings(recording, folder / "cache", "costs")
+        context = settings.market.context_bars
+        times = tick_times({recording.symbol: recording}, context)
+        ticks = [int(t.timestamp() * 1000) for t in times]
+        windows = {recording.symbol: SymbolWindows(recording, context, allow_gaps=False)}
+        began = time.perf_counter()
+        cached = forecast_ahead(
+            BaselineForecaster(settings.forecast.baseline_lookback), windows,
+            {recording.symbol: ticks}, ForecastCache(settings.backtest.cache_dir),
+            horizon=settings.forecast.horizon, quantiles=settings.forecast.quantiles,
+            context=context, batch=settings.backtest.batch_windows, progress=False,
+        )  # fmt: skip
+        forecast_seconds = time.perf_counter() - began
+        report: dict[str, Any] = {
+            "bars": len(times),
+            "first": times[0].isoformat(),
+            "last": times[-1].isoformat(),
+            "forecast_windows_per_s": round(cached.use.computed / forecast_seconds, 1),
+        }
+        # The signal both simulations trade on: the cached median return at each close.
+        rows = {row[0] + recording.timeframe.seconds * 1000: row for row in recording.rows}
+        moves = []
+        for end in ticks:
+            forecast = cached.cached(recording.symbol, end)
+            assert forecast is not None
+            moves.append((forecast.quantile("close", 0.5) / rows[end][4] - 1) * 10_000)
+        frame = pd.DataFrame(
+            {
+                "Open": [rows[e][1] for e in ticks],
+                "High": [rows[e][2] for e in ticks],
+                "Low": [rows[e][3] for e in ticks],
+                "Close": [rows[e][4] for e in ticks],
+                "Volume": [rows[e][5] for e in ticks],
+                "Move": moves,
+            },
+            index=pd.to_datetime(ticks, unit="ms"),
+        )
+        for case in CASES:
+            settings = case_settings(recording, folder / "cache", case)
+            seconds, fills = await ours(settings, recording, cached, "simple", folder, repeats)
+            theirs = time_backtesting_py(frame, settings, repeats)
+            report[f"{case}_ours_simple_bars_per_s"] = round(len(times) / seconds)
+            report[f"{case}_ours_simple_fills"] = fills
+            report[f"{case}_backtesting_py_bars_per_s"] = round(len(times) / theirs["seconds"])
+            report[f"{case}_backtesting_py_trades"] = theirs["trades"]
+            report[f"{case}_ours_over_backtesting_py"] = round(theirs["seconds"] / seconds, 4)
+        settings = case_settings(recording, folder / "cache", "costs")
+        seconds, fills = await ours(settings, recording, cached, "maxdiff", folder, repeats)
+        report["costs_ours_maxdiff_bars_per_s"] = round(len(times) / seconds)
+        report["costs_ours_maxdiff_fills"] = fills
+    return report
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--quick", action="store_true", help="the first 3,000 bars")
+    parser.add_argument("--repeats", type=int, default=1, help="median of this many runs")
+    args = parser.parse_args()
+    path = args.data / "SOLUSDT_1h.csv"
+    if not path.is_file():
+        sys.stderr.write(f"no {path}: pass --data DIR\n")
+        return 2
+    recording = read_recording(path)
+    if args.quick:
+        recording = Recording(
+            recording.symbol, recording.timeframe, recording.rows[:3000], recording.path
+        )
+    report: dict[str, Any] = {"python": sys.version.split()[0], "quick": args.quick}
+    report |= asyncio.run(bench(recording, repeats=args.repeats))
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

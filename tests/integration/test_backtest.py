@@ -1,0 +1,146 @@
+"""`trader backtest` on recorded data: buy-and-hold over the whole SOLUSDT file against the
+price ratio, the report a user opens, and the statistics read back from the engine's ledgers."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.integration.conftest import clean_env
+from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, run_backtest
+from trader.config.schema import Settings
+from trader.market.replay import Recording, read_recording
+
+pytestmark = pytest.mark.integration
+
+
+def test_buy_and_hold_over_the_whole_file_is_the_price_ratio_less_costs(shared_data, tmp_path):
+    path = shared_data / "SOLUSDT_1h.csv"
+    settings = Settings(
+        market={"symbols": ["SOL/USDT"]}, backtest={"cache_dir": tmp_path / "cache"}
+    )
+    result = asyncio.run(run_backtest(settings, {"SOL/USDT": read_recording(path)}, strategies=[]))
+    (line,) = result.lines
+    assert line.strategy == BUY_AND_HOLD
+    # Straight from the file: the first tick is the close of the 512th bar (the first full
+    # window), the last the file's last close.
+    with path.open() as f:
+        closes = [float(row["close"]) for row in csv.DictReader(f)]
+    first, last = closes[settings.market.context_bars - 1], closes[-1]
+    fee, half, slip = 10 / 10_000, 5 / 20_000, 2 / 10_000  # the paper broker's defaults
+    expected = (
+        last * (1 - half) * (1 - slip) * (1 - fee) / (first * (1 + half) * (1 + slip) * (1 + fee))
+    )
+    assert line.performance.total_return == pytest.approx(expected - 1, rel=1e-12)
+    assert len(result.ticks_ms) == len(closes) - settings.market.context_bars + 1
+    assert line.performance.periods == len(result.ticks_ms)
+    # Marked at every close in between: its worst fall is the file's.
+    peaks = np.maximum.accumulate(closes[511:])
+    assert line.performance.max_drawdown == pytest.approx(
+        float(np.max(1 - np.array(closes[511:]) / peaks)), abs=2e-3
+    )
+
+
+def test_the_cli_compares_every_strategy_and_writes_a_report_people_open(cli, shared_data):
+    out = cli.cwd / "report"
+    done = cli.run(
+        "backtest", "--data", str(shared_data / "SOLUSDT_1h.csv"), "--model", "baseline",
+        "--from", "2025-12-01", "--to", "2025-12-20", "--out", str(out),
+        env=clean_env(TRADER_BACKTEST__CACHE_DIR=str(cli.cwd / "cache")),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    table = done.stdout
+    for name in ("simple", "ci_guard", "maxdiff", "buy & hold", "Sharpe", "max DD"):
+        assert name in table
+    assert "2025-12-01 00:00 .. 2025-12-20 23:00" in table  # a date as --to: all of that day
+    stats = json.loads((out / "stats.json").read_text())
+    assert [line["strategy"] for line in stats["lines"]] == [
+        "simple", "ci_guard", "maxdiff", BUY_AND_HOLD,
+    ]  # fmt: skip
+    assert stats["bars"] == 20 * 24
+    assert stats["annualisation"]["periods_per_year"] == pytest.approx(8766)
+    # Every line is the ledger's own account of the run.
+    for line in stats["lines"][:3]:
+        ledger = out / "ledgers" / f"ledger-{line['strategy']}.sqlite3"
+        with sqlite3.connect(ledger) as c:
+            (ticks,) = c.execute("SELECT count(*) FROM ticks").fetchone()
+            (fills,) = c.execute("SELECT count(*) FROM fills").fetchone()
+        assert ticks == stats["bars"]
+        assert stats["runs"][line["strategy"]]["fills"] == fills
+    report = (out / "report.html").read_text()
+    assert 'src="http' not in report
+    assert 'href="http' not in report
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == [
+        "calibration_baseline_SOLUSDT.png", "equity_SOLUSDT.png", "forecast_baseline_SOLUSDT.png",
+    ]  # fmt: skip
+    for png in pngs:
+        with Image.open(out / png) as image:
+            assert image.size[0] >= 1000  # wide enough to read
+        assert f"({png})" in (out / "report.md").read_text()
+    assert report.count("data:image/png;base64,") == len(pngs)
+    # A second run reuses every forecast.
+    again = cli.run(
+        "backtest", "--data", str(shared_data / "SOLUSDT_1h.csv"), "--model", "baseline",
+        "--from", "2025-12-01", "--to", "2025-12-20", "--strategy", "simple", "--out",
+        str(cli.cwd / "again"), env=clean_env(TRADER_BACKTEST__CACHE_DIR=str(cli.cwd / "cache")),
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    (use,) = json.loads((cli.cwd / "again" / "stats.json").read_text())["forecasts"]
+    assert (use["computed"], use["reused"]) == (0, stats["bars"])
+
+
+def test_the_cli_refuses_bad_input_with_a_reason(cli, tmp_path):
+    missing = cli.run("backtest", "--data", str(tmp_path / "nope.csv"))
+    assert missing.returncode == 65
+    assert "no such file" in missing.stderr
+    bad = cli.run("backtest", "--data", "x.csv", "--from", "yesterday")
+    assert bad.returncode == 2
+    assert "not a date" in bad.stderr
+
+
+def test_symbol_lines_add_up_to_the_ledgers_own_equity(shared_data, tmp_path):
+    sol = read_recording(shared_data / "SOLUSDT_1h.csv")
+    rows = sol.rows[5000:5400]
+    eth = [(t, o * 7, h * 7, lo * 7, c * 7, v, q) for t, o, h, lo, c, v, q in sol.rows[9000:9400]]
+    eth = [(rows[i][0], *row[1:]) for i, row in enumerate(eth)]  # other prices, same times
+    recordings = {
+        "SOL/USDT": Recording("SOL/USDT", sol.timeframe, rows, sol.path),
+        "ETH/USDT": Recording("ETH/USDT", sol.timeframe, eth, sol.path),
+    }
+    settings = Settings(
+        market={"symbols": ["SOL/USDT"], "context_bars": 128},
+        forecast={"model": "baseline"},
+        strategy={"allow_short": True},
+        risk={"max_daily_loss": 1.0, "max_drawdown": 1.0},
+        backtest={"cache_dir": tmp_path / "cache"},
+    )
+    result = asyncio.run(
+        run_backtest(settings, recordings, strategies=["maxdiff"], ledgers=tmp_path / "ledgers")
+    )
+    lines = {(line.strategy, line.symbol): line for line in result.lines}
+    assert set(lines) == {
+        (s, sym) for s in ("maxdiff", BUY_AND_HOLD) for sym in ("SOL/USDT", "ETH/USDT", PORTFOLIO)
+    }
+    run = result.runs["maxdiff"]
+    assert {f.symbol for f in run.fills} == {"SOL/USDT", "ETH/USDT"}
+    cash = float(settings.broker.starting_cash)
+    # Before the close-out at the end, each symbol's P&L marked at the close adds up to the
+    # ledger's equity, tick by tick.
+    pnl = sum(lines["maxdiff", s].equity[1:-1] - cash for s in ("SOL/USDT", "ETH/USDT"))
+    np.testing.assert_allclose(cash + pnl, run.equity[:-1], rtol=1e-9)
+    portfolio = lines["maxdiff", PORTFOLIO]
+    np.testing.assert_allclose(portfolio.equity[1:-1], run.equity[:-1], rtol=1e-12)
+    assert portfolio.equity[-1] <= run.equity[-1]  # closing out at the end costs
+    assert portfolio.costs.fees == pytest.approx(float(sum(f.fee for f in run.fills)))
+    # Equal-weight buy-and-hold of the two.
+    hold = lines[BUY_AND_HOLD, PORTFOLIO].equity
+    np.testing.assert_allclose(
+        hold, (lines[BUY_AND_HOLD, "SOL/USDT"].equity + lines[BUY_AND_HOLD, "ETH/USDT"].equity) / 2
+    )

@@ -1,0 +1,174 @@
+"""A backtest's forecasts: computed ahead in batches of windows, cached on disk, and served to
+the engine by `CachedForecaster`, a forecaster like any other.
+
+Each window is forecast from its own bars only (see `windows`): computing them ahead changes
+what the engine is told at no tick. The engine's requests are looked up by symbol, close time
+and extent; one that is not there (the engine saw other bars than the recording holds) is
+forecast by the model itself at that tick, and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from trader.backtest.cache import ForecastCache, describe_model, entry_key, model_key
+from trader.backtest.windows import SymbolWindows, Window, epoch_ms
+from trader.domain import Forecast
+from trader.forecast.protocol import Forecaster, ForecastRequest
+from trader.forecast.runtime import CompileStats
+from trader.logging import get_logger
+
+
+@dataclass
+class CacheUse:
+    """How a model's forecasts for a backtest were had."""
+
+    model: str
+    windows: int = 0  # the backtest's
+    computed: int = 0  # forecast now, in batches
+    reused: int = 0  # found in the cache
+    placeholders: int = 0  # flat windows holding empty batch slots
+    batches: int = 0
+    live: int = 0  # forecast by the model during the run (cache misses)
+    description: dict[str, Any] = field(default_factory=dict)
+
+
+class CachedForecaster:
+    """Serves the forecasts computed ahead; asks `model` for any it does not have."""
+
+    def __init__(
+        self,
+        model: Forecaster,
+        windows: Mapping[str, SymbolWindows],
+        cache: ForecastCache,
+        key: bytes,
+        use: CacheUse,
+    ) -> None:
+        self.name = model.name
+        self.model = model
+        self.windows = windows
+        self.cache = cache
+        self.key = key
+        self.use = use
+        self._log = get_logger("trader.backtest")
+
+    @property
+    def mode(self) -> str:
+        return self.model.mode
+
+    @property
+    def compile_stats(self) -> CompileStats:
+        return self.model.compile_stats
+
+    def window_for(self, request: ForecastRequest) -> Window | None:
+        windows = self.windows.get(request.symbol)
+        bars = request.bars
+        if windows is None or len(bars) != windows.context:
+            return None
+        window = windows.by_end.get(epoch_ms(bars[-1]))
+        if window is None or windows.bars[window.first] != bars[0]:
+            return None
+        return window if windows.bars[window.last] == bars[-1] else None
+
+    def cached(self, symbol: str, end_ms: int) -> Forecast | None:
+        """The cached forecast for the window closing at `end_ms`, if there is one."""
+        windows = self.windows.get(symbol)
+        window = windows.by_end.get(end_ms) if windows is not None else None
+        return self._read(window) if window is not None else None
+
+    def _read(self, window: Window) -> Forecast | None:
+        timeframe = self.windows[window.symbol].timeframe
+        return self.cache.get(entry_key(self.key, window.key), timeframe)
+
+    def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+        out: list[Forecast | None] = []
+        missed: list[int] = []
+        for i, request in enumerate(requests):
+            window = self.window_for(request)
+            found = self._read(window) if window is not None else None
+            if found is None or found.steps != request.horizon:
+                missed.append(i)
+            out.append(found)
+        if missed:
+            self.use.live += len(missed)
+            self._log.warning(
+                "forecast not cached: the model runs now",
+                model=self.name,
+                symbols=[requests[i].symbol for i in missed],
+            )
+            for i, forecast in zip(
+                missed, self.model.forecast([requests[i] for i in missed]), strict=True
+            ):
+                out[i] = forecast
+        return [f for f in out if f is not None]
+
+
+def forecast_ahead(
+    model: Forecaster,
+    windows: Mapping[str, SymbolWindows],
+    ticks: Mapping[str, Sequence[int]],
+    cache: ForecastCache,
+    *,
+    horizon: int,
+    quantiles: Sequence[float],
+    context: int,
+    batch: int,
+    progress: bool | None = None,
+) -> CachedForecaster:
+    """Forecast every window closing at `ticks` (per symbol, epoch ms) that the cache lacks,
+    `batch` slots per model call; the forecaster that serves them to the engine."""
+    description = describe_model(
+        model, horizon=horizon, quantiles=quantiles, context=context, batch=batch
+    )
+    key = model_key(description)
+    cache.remember_model(key, description)
+    use = CacheUse(model.name, description=description)
+    todo: list[tuple[SymbolWindows, list[int]]] = []
+    for symbol, ends in ticks.items():
+        symbol_windows = windows[symbol]
+        present = [symbol_windows.by_end[e] for e in ends if e in symbol_windows.by_end]
+        use.windows += len(present)
+        have = cache.known(entry_key(key, w.key) for w in present)
+        missing = [w.end_ms for w in present if entry_key(key, w.key) not in have]
+        use.reused += len(present) - len(missing)
+        todo += [(symbol_windows, slots) for slots in symbol_windows.batches(missing, batch)]
+    bar = tqdm(
+        total=len(todo) * batch, unit="window", desc=f"forecasting ({model.name})",
+        disable=None if progress is None else not progress, leave=False,
+    )  # fmt: skip
+    with bar:
+        for symbol_windows, slots in todo:
+            requests, real = _batch(symbol_windows, slots, horizon, quantiles)
+            forecasts = model.forecast(requests)
+            if len(forecasts) != len(requests):
+                raise ValueError(f"{model.name} returned {len(forecasts)} of {len(requests)}")
+            cache.put((entry_key(key, window.key), forecasts[i]) for i, window in real.items())
+            use.batches += 1
+            use.computed += len(real)
+            use.placeholders += len(requests) - len(real)
+            bar.update(len(requests))
+    get_logger("trader.backtest").info(
+        "forecasts ready", model=model.name, windows=use.windows, computed=use.computed,
+        reused=use.reused, placeholders=use.placeholders, batches=use.batches,
+    )  # fmt: skip
+    return CachedForecaster(model, windows, cache, key, use)
+
+
+def _batch(
+    windows: SymbolWindows, slots: Sequence[int], horizon: int, quantiles: Sequence[float]
+) -> tuple[list[ForecastRequest], dict[int, Window]]:
+    """The requests of one batch, in slot order, and which of them are real windows."""
+    requests = []
+    real: dict[int, Window] = {}
+    for i, end in enumerate(slots):
+        window = windows.by_end.get(end)
+        if window is not None:
+            real[i] = window
+            requests.append(windows.request(window, horizon, quantiles))
+        else:
+            requests.append(windows.placeholder(end, horizon, quantiles))
+    return requests, real

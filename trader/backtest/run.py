@@ -1,0 +1,304 @@
+"""A backtest: forecasts computed ahead (cached), then each strategy through the engine over
+the same ticks, then the statistics of what each ledger recorded, beside buy-and-hold and the
+forecaster's own accuracy.
+
+Parameters are not chosen here: every one comes from the settings, fixed before the period
+(no selection, so nothing is tuned on the days reported).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from trader.backtest.activity import (
+    Costs,
+    ExitCosts,
+    Exposure,
+    TradeStats,
+    exposure,
+    round_trips,
+    symbol_curve,
+    trade_stats,
+    trading_costs,
+)
+from trader.backtest.cache import ForecastCache
+from trader.backtest.forecasts import CachedForecaster, CacheUse, forecast_ahead
+from trader.backtest.hold import buy_and_hold
+from trader.backtest.quality import Quality, forecast_quality
+from trader.backtest.simulate import StrategyRun, simulate
+from trader.backtest.stats import Annualisation, Performance, annualisation, performance
+from trader.backtest.windows import SymbolWindows, epoch_ms
+from trader.config.schema import Settings
+from trader.domain import Bar, Forecast, Timeframe
+from trader.forecast.protocol import Forecaster
+from trader.logging import get_logger
+from trader.market.quotes import SpreadModel
+from trader.market.replay import Recording
+from trader.runner import forecasters_for, replay_settings, spread_model, tick_times
+
+BUY_AND_HOLD = "buy_and_hold"
+PORTFOLIO = "portfolio"
+BAND_BARS = 240  # forecasts shown in the band plot: the period's last ones
+COST_FIELDS = ("traded_notional", "fees", "spread", "slippage")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One row of the comparison: a strategy (or buy-and-hold) on a symbol (or all)."""
+
+    strategy: str
+    symbol: str
+    performance: Performance
+    trades: TradeStats | None  # None for the portfolio line (see the symbols' lines)
+    costs: Costs
+    exposure: Exposure
+    equity: np.ndarray  # E_0 .. E_N
+
+
+@dataclass
+class Backtest:
+    settings: Settings
+    files: list[Path]
+    ticks_ms: np.ndarray
+    annualisation: Annualisation
+    lines: list[Line] = field(default_factory=list)
+    runs: dict[str, StrategyRun] = field(default_factory=dict)
+    quality: list[Quality] = field(default_factory=list)
+    cache: list[CacheUse] = field(default_factory=list)
+    bands: dict[tuple[str, str], list[Forecast]] = field(default_factory=dict)
+    closes: dict[str, dict[int, float]] = field(default_factory=dict)  # by bar close, epoch ms
+    forecast_seconds: float = 0.0
+
+    @property
+    def symbols(self) -> list[str]:
+        return list(self.settings.market.symbols)
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(self.runs)
+
+
+@dataclass(frozen=True)
+class Period:
+    begin: datetime | None = None  # first tick kept (bars before it fill the first windows)
+    end: datetime | None = None  # last tick kept
+
+
+def calendar_of(settings: Settings) -> str:
+    chosen = settings.backtest.calendar
+    if chosen != "auto":
+        return chosen
+    return "trading_days" if settings.market.allow_gaps else "continuous"
+
+
+class _Marks:
+    """A symbol's closes, looked up as the engine marks: the last close at or before a time."""
+
+    def __init__(self, windows: SymbolWindows, spread: SpreadModel) -> None:
+        bars = [b for b in windows.bars if b is not None]
+        self.bars = bars
+        self.ends = np.array([epoch_ms(b) for b in bars], dtype=np.int64)
+        self.close = np.array([b.close for b in bars], dtype=np.float64)
+        self.spread = spread
+
+    def at(self, ticks_ms: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(self.ends, ticks_ms, side="right") - 1
+        return self.close[np.maximum(index, 0)]
+
+    def half_spread(self, tick_ms: int) -> float:
+        """The modelled quote's half-spread at a tick, as a fraction of the mid."""
+        index = int(np.searchsorted(self.ends, tick_ms, side="right"))
+        recent: Sequence[Bar] = self.bars[max(0, index - 2) : index]
+        return self.spread.spread_bps(recent) / 20_000
+
+    def by_end(self) -> dict[int, float]:
+        return dict(zip(self.ends.tolist(), self.close.tolist(), strict=True))
+
+
+async def run_backtest(
+    settings: Settings,
+    recordings: Mapping[str, Recording],
+    *,
+    strategies: Sequence[str],
+    period: Period = Period(),
+    forecasters: Sequence[Forecaster] | None = None,
+    ledgers: Path | None = None,
+    progress: bool | None = None,
+) -> Backtest:
+    """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
+    else to a temporary folder removed afterwards. No strategies: buy-and-hold alone."""
+    log = get_logger("trader.backtest")
+    settings = replay_settings(settings, recordings)
+    context = settings.market.context_bars
+    times = [
+        t
+        for t in tick_times(recordings, context)
+        if (period.begin is None or t >= period.begin) and (period.end is None or t <= period.end)
+    ]
+    if len(times) < 2:
+        raise ValueError(
+            "the period holds fewer than two ticks after the first full window of "
+            f"{context} bars: give more data or a longer period"
+        )
+    ticks_ms = np.array([int(t.timestamp() * 1000) for t in times], dtype=np.int64)
+    timeframe = Timeframe(settings.market.timeframe)
+    windows = {
+        s: SymbolWindows(r, context, allow_gaps=settings.market.allow_gaps)
+        for s, r in recordings.items()
+    }
+    result = Backtest(
+        settings, [r.path for r in recordings.values()], ticks_ms,
+        annualisation(
+            timeframe, calendar_of(settings), ticks_ms.tolist(),
+            settings.backtest.trading_days_per_year,
+        ),
+    )  # fmt: skip
+    if not strategies:  # buy-and-hold only: no model, no engine
+        _score(result, windows, spread_model(settings))
+        return result
+    models = list(forecasters) if forecasters is not None else forecasters_for(settings)
+    cache = ForecastCache(settings.backtest.cache_dir)
+    try:
+        began = time.perf_counter()
+        wanted = {s: [t for t in ticks_ms.tolist() if t in w.by_end] for s, w in windows.items()}
+        cached = [
+            forecast_ahead(
+                model,
+                windows,
+                wanted,
+                cache,
+                horizon=settings.forecast.horizon,
+                quantiles=settings.forecast.quantiles,
+                context=context,
+                batch=settings.backtest.batch_windows,
+                progress=progress,
+            )
+            for model in models
+        ]
+        result.forecast_seconds = time.perf_counter() - began
+        with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
+            folder = ledgers or Path(scratch)
+            folder.mkdir(parents=True, exist_ok=True)
+            for strategy in strategies:
+                run = await simulate(
+                    settings, recordings, cached, strategy, folder / f"ledger-{strategy}.sqlite3",
+                    begin=times[0], end=times[-1], ticks=len(times), progress=progress,
+                )  # fmt: skip
+                result.runs[strategy] = run
+                log.info(
+                    "strategy done", strategy=strategy, seconds=round(run.seconds, 1),
+                    fills=len(run.fills),
+                )  # fmt: skip
+        result.cache = [c.use for c in cached]
+        _score(result, windows, spread_model(settings))
+        _forecasts(result, cached, wanted)
+    finally:
+        cache.close()
+    return result
+
+
+def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: SpreadModel) -> None:
+    """Every strategy's and buy-and-hold's lines."""
+    settings = result.settings
+    broker = settings.broker
+    slippage = float(broker.slippage_bps) / 10_000
+    fee = float(broker.taker_fee_bps) / 10_000
+    per_year = result.annualisation.periods_per_year
+    rf = settings.backtest.risk_free_rate
+    ticks = result.ticks_ms
+    marks = {s: _Marks(w, spread) for s, w in windows.items()}
+    result.closes = {s: m.by_end() for s, m in marks.items()}
+    closes = {s: m.at(ticks) for s, m in marks.items()}
+    exits = {s: ExitCosts(m.half_spread(int(ticks[-1])), slippage, fee) for s, m in marks.items()}
+    cash = float(broker.starting_cash)
+    for strategy, run in result.runs.items():
+        if not np.array_equal(run.ticks_ms, ticks):
+            raise ValueError(
+                f"{strategy}: its ledger holds {len(run.ticks_ms)} ticks of the period's "
+                f"{len(ticks)}: a tick could not be booked (the log says why)"
+            )
+        closing_cost = 0.0
+        gross = np.zeros(len(ticks))
+        for symbol in result.symbols:
+            fills = [f for f in run.fills if f.symbol == symbol]
+            curve = symbol_curve(fills, ticks, closes[symbol], cash, exits[symbol])
+            closing_cost += curve.closing_cost
+            gross += np.abs(curve.values)
+            perf = _performance(curve.equity, per_year, rf, f"{strategy} on {symbol}")
+            costs = trading_costs(fills, result.closes, slippage)
+            trades = round_trips(fills, float(closes[symbol][-1]), exits[symbol])
+            result.lines.append(Line(
+                strategy, symbol, perf, trade_stats(trades), costs,
+                exposure(curve.values, curve.equity, costs.traded_notional, perf.years),
+                curve.equity,
+            ))  # fmt: skip
+        if len(result.symbols) > 1:
+            # The ledger's own equity, closed out at the end as each symbol's is.
+            equity = np.concatenate([[run.starting_cash], run.equity])
+            equity[-1] -= closing_cost
+            perf = _performance(equity, per_year, rf, strategy)
+            costs = trading_costs(run.fills, result.closes, slippage)
+            result.lines.append(Line(
+                strategy, PORTFOLIO, perf, None, costs,
+                exposure(gross, equity, costs.traded_notional, perf.years), equity,
+            ))  # fmt: skip
+    _hold(result, marks, closes, exits, cash)
+
+
+def _performance(equity: np.ndarray, per_year: float, rf: float, what: str) -> Performance:
+    try:
+        return performance(equity, per_year, rf)
+    except ValueError as error:
+        raise ValueError(f"{what}: {error} (lowest equity {float(np.min(equity)):.2f})") from None
+
+
+def _hold(
+    result: Backtest,
+    marks: Mapping[str, _Marks],
+    closes: Mapping[str, np.ndarray],
+    exits: Mapping[str, ExitCosts],
+    cash: float,
+) -> None:
+    per_year = result.annualisation.periods_per_year
+    rf = result.settings.backtest.risk_free_rate
+    curves = []
+    for symbol in result.symbols:
+        entry = marks[symbol].half_spread(int(result.ticks_ms[0]))
+        held = buy_and_hold(closes[symbol], cash, entry, exits[symbol])
+        curves.append(held.equity)
+        perf = performance(held.equity, per_year, rf)
+        result.lines.append(Line(
+            BUY_AND_HOLD, symbol, perf, None, held.costs,
+            exposure(held.units * closes[symbol], held.equity, held.costs.traded_notional,
+                     perf.years),
+            held.equity,
+        ))  # fmt: skip
+    if len(curves) > 1:
+        equity = np.mean(curves, axis=0)  # equal weights, each symbol bought with 1/n
+        perf = performance(equity, per_year, rf)
+        parts = [line.costs for line in result.lines[-len(curves) :]]
+        costs = Costs(*(sum(getattr(c, f) for c in parts) / len(parts) for f in COST_FIELDS))
+        result.lines.append(Line(
+            BUY_AND_HOLD, PORTFOLIO, perf, None, costs,
+            Exposure(1.0, 1.0, costs.traded_notional / float(np.mean(equity)) / perf.years),
+            equity,
+        ))  # fmt: skip
+
+
+def _forecasts(
+    result: Backtest, cached: Sequence[CachedForecaster], wanted: Mapping[str, Sequence[int]]
+) -> None:
+    for forecaster in cached:
+        for symbol, ends in wanted.items():
+            forecasts = [f for e in ends if (f := forecaster.cached(symbol, e)) is not None]
+            quality = forecast_quality(forecaster.name, symbol, forecasts, result.closes[symbol])
+            if quality is not None:
+                result.quality.append(quality)
+            result.bands[forecaster.name, symbol] = forecasts[-BAND_BARS:]

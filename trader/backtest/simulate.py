@@ -1,0 +1,181 @@
+"""One strategy over history: the daemon's own engine (`trader.runner.run_replay`) on the replay
+feed, the paper broker and a ledger of its own, then what that ledger recorded.
+
+Nothing here decides or fills anything: the engine does, tick by tick, seeing at each tick only
+the bars closed by then. The run's ledger is the record every statistic is computed from.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+from tqdm import tqdm
+
+from trader.config.schema import Settings
+from trader.domain import Fill
+from trader.engine.pipeline import TickReport
+from trader.forecast.protocol import Forecaster
+from trader.ledger.codec import parse_time
+from trader.ledger.database import Database
+from trader.ledger.trading import TradingLedger
+from trader.market.replay import Recording
+from trader.risk.state import TradingStatus
+from trader.runner import run_replay
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StateChange:
+    at: datetime
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StrategyRun:
+    """What the engine did with one strategy, read back from its ledger."""
+
+    strategy: str
+    starting_cash: float
+    ticks_ms: np.ndarray  # close time of every tick, epoch ms
+    equity: np.ndarray  # after each tick (marked at the quotes' mid)
+    fills: tuple[Fill, ...]
+    outcomes: Mapping[str, int]  # ticks by outcome: ok, degraded, failed
+    skipped: Mapping[str, int]  # symbol-ticks skipped, by reason
+    decisions: Mapping[str, int]  # by direction
+    orders: Mapping[str, int]  # by final status
+    states: tuple[StateChange, ...]  # trading state changes (REDUCING, HALTED, ...)
+    ledger: Path
+    seconds: float  # wall time of the simulation
+    refusals: Mapping[str, int] = field(default_factory=dict)  # orders refused, by risk rule
+
+
+class _Watch:
+    """Engine hooks: move the progress bar, count what the ledger does not keep (orders the
+    risk checks refused, by rule)."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar = bar
+        self.refusals: Counter[str] = Counter()
+
+    def on_tick(self, report: TickReport) -> None:
+        self.refusals.update(verdict.rule for _, verdict in report.refusals)
+        self.bar.update(1)
+
+    def on_state(self, status: TradingStatus) -> None:
+        self.bar.set_postfix_str(f"{status.state}: {status.reason}"[:60])
+
+
+class InlineExecutor(Executor):
+    """Runs the forecaster in the calling thread. A backtest's forecasts are cache lookups
+    (microseconds) and nothing else waits on its loop: a hop to a worker thread per tick would
+    cost more than the lookup, most of all on a busy machine."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # handed to the awaiting caller, as a thread would
+            future.set_exception(error)
+        return future
+
+
+def remove_ledger(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+async def simulate(
+    settings: Settings,
+    recordings: Mapping[str, Recording],
+    forecasters: Sequence[Forecaster],
+    strategy: str,
+    ledger: Path,
+    *,
+    begin: datetime | None,
+    end: datetime | None,
+    ticks: int,
+    progress: bool | None = None,
+) -> StrategyRun:
+    """Run `strategy` on every symbol from a fresh ledger at `ledger` (replaced if there)."""
+    remove_ledger(ledger)
+    run_settings = settings.model_copy(
+        update={
+            "strategy": settings.strategy.model_copy(update={"name": strategy, "per_symbol": {}}),
+            "ledger": settings.ledger.model_copy(update={"path": ledger}),
+        }
+    )
+    bar = tqdm(
+        total=ticks, unit="bar", desc=f"backtest {strategy}", leave=False,
+        disable=None if progress is None else not progress,
+    )  # fmt: skip
+    watch = _Watch(bar)
+    began = time.perf_counter()
+    with bar:
+        await run_replay(
+            run_settings, recordings, forecasters=forecasters, hooks=watch,
+            begin=begin, end=end, durable=False, inference=InlineExecutor(),
+        )  # fmt: skip
+    seconds = time.perf_counter() - began
+    return replace(await read_run(strategy, ledger, seconds), refusals=watch.refusals)
+
+
+async def read_run(strategy: str, path: Path, seconds: float = 0.0) -> StrategyRun:
+    """A run as its ledger at `path` recorded it."""
+    database = await Database.open(path, durable=False)
+    try:
+        fills = await TradingLedger(database).fills()
+        record = await database.run(_read_record)
+    finally:
+        await database.close()
+    starting_cash, ticks, equity, outcomes, skipped, decisions, orders, states = record
+    return StrategyRun(
+        strategy, starting_cash, ticks, equity, tuple(sorted(fills, key=lambda f: f.at)),
+        outcomes, skipped, decisions, orders, states, path, seconds,
+    )  # fmt: skip
+
+
+def _read_record(
+    c: sqlite3.Connection,
+) -> tuple[
+    float, np.ndarray, np.ndarray, Counter[str], Counter[str], Counter[str], Counter[str],
+    tuple[StateChange, ...],
+]:  # fmt: skip
+    (starting,) = c.execute("SELECT starting_cash FROM account").fetchone()
+    rows = c.execute("SELECT at, equity FROM equity ORDER BY at").fetchall()
+    ticks = np.array([_ms(parse_time(at)) for at, _ in rows], dtype=np.int64)
+    equity = np.array([float(Decimal(e)) for _, e in rows], dtype=np.float64)
+    outcomes: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
+    for outcome, skips in c.execute("SELECT outcome, skipped FROM ticks"):
+        outcomes[outcome] += 1
+        skipped.update(json.loads(skips).values())
+    decisions = Counter(
+        dict(c.execute("SELECT direction, count(*) FROM decisions GROUP BY direction").fetchall())
+    )
+    orders = Counter(
+        dict(c.execute("SELECT status, count(*) FROM orders GROUP BY status").fetchall())
+    )
+    states = tuple(
+        StateChange(parse_time(at), state, reason)
+        for at, state, reason in c.execute(
+            "SELECT at, state, reason FROM trading_state_events ORDER BY id"
+        )
+    )
+    return float(Decimal(starting)), ticks, equity, outcomes, skipped, decisions, orders, states
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
