@@ -18,7 +18,7 @@ from tests.integration.toto_reference import (
     reference_samples,
     write_checkpoint,
 )
-from trader.forecast.runtime import RecompileCounter
+from trader.forecast.runtime import CompileStats, RecompileCounter
 from trader.forecast.toto.forecaster import TotoForecaster
 from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Head, TotoModel
@@ -160,7 +160,8 @@ def test_compiled_mode_does_not_recompile_as_shapes_change_and_the_reference_doe
 
         def run(batch: int, patches: int, horizon: int) -> None:
             x, valid = series(batch, 16 * patches, seed=batch * 100 + patches)
-            with torch.inference_mode():
+            # A forecast call, as the daemon's: the model's own counters see it.
+            with forecaster.runtime.call(), torch.inference_mode():
                 forecaster.sample_paths(x, valid, horizon, 16, torch.Generator().manual_seed(0))
 
         for shape in [(2, 4, 40), (3, 6, 60)]:  # warm-up: two shapes, so sizes go symbolic
@@ -179,6 +180,9 @@ def test_compiled_mode_does_not_recompile_as_shapes_change_and_the_reference_doe
         counter.uninstall()
     assert ours_after_warmup == 0, counter.reasons[warm:]
     assert warm == 0, counter.reasons
+    # The model's own account agrees, and it did not count the reference's recompiles.
+    assert forecaster.mode == "compile"
+    assert forecaster.compile_stats == CompileStats()
     assert theirs >= 3  # its KV cache reads positions back with .item(): a graph per step
 
 

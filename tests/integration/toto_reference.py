@@ -12,34 +12,12 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-PUBLISHED: dict[str, Any] = {
-    "patch_size": 64,
-    "stride": 64,
-    "embed_dim": 768,
-    "num_layers": 12,
-    "num_heads": 12,
-    "mlp_hidden_dim": 3072,
-    "dropout": 0.1,
-    "spacewise_every_n_layers": 12,
-    "spacewise_first": False,
-    "scaler_cls": "<class 'model.scaler.CausalPatchStdMeanScaler'>",
-    "output_distribution_classes": ["<class 'model.distribution.MixtureOfStudentTsOutput'>"],
-    "output_distribution_kwargs": {"k_components": 24},
-    "use_memory_efficient_attention": True,
-    "stabilize_with_global": True,
-    "scale_factor_exponent": 10.0,
-}
-# Small and quick, but with more than one space-wise layer and a short patch.
-SMALL: dict[str, Any] = PUBLISHED | {
-    "patch_size": 16,
-    "stride": 16,
-    "embed_dim": 64,
-    "num_layers": 4,
-    "num_heads": 4,
-    "mlp_hidden_dim": 128,
-    "spacewise_every_n_layers": 2,
-    "output_distribution_kwargs": {"k_components": 4},
-}
+from trader.forecast.random_weights import TOTO_PUBLISHED, TOTO_SMALL
+
+# The published configuration, and a small one of the same structure (more than one
+# space-wise layer, a short patch), as our random-weight writer has them.
+PUBLISHED: dict[str, Any] = TOTO_PUBLISHED
+SMALL: dict[str, Any] = TOTO_SMALL
 
 
 def reference_classes() -> tuple[Any, Any]:

@@ -13,10 +13,13 @@ import numpy as np
 
 from trader.domain import Forecast
 from trader.forecast.protocol import FIELDS, ForecastRequest
+from trader.forecast.runtime import CompileStats
 
 
 class BaselineForecaster:
     name = "baseline"
+    mode = "eager"
+    compile_stats = CompileStats()  # nothing is compiled
 
     def __init__(self, lookback: int = 256) -> None:
         if lookback < 8:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trader.domain import Bar, Forecast
+from trader.forecast.runtime import CompileStats
 
 FIELDS = ("close", "high", "low")
 
@@ -24,6 +25,18 @@ class ForecastRequest:
 
 class Forecaster(Protocol):
     name: str
+
+    @property
+    def mode(self) -> str:
+        """What runs now: "eager", or "compile" (a compiled model the guard switched back
+        reports "eager" and says why in `compile_stats.forced_eager`)."""
+        ...
+
+    @property
+    def compile_stats(self) -> CompileStats:
+        """torch's recompiles, graph breaks and CUDA-graph skips after warm-up (zeros when
+        eager)."""
+        ...
 
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         """One forecast per request, in the same order. Blocking: callers run it off the loop."""

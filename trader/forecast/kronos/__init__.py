@@ -30,8 +30,13 @@ def load_kronos(
     """The forecaster for a model and its tokenizer, each a local directory or a Hugging Face
     repository (looked up as `trader.forecast.weights.locate` does). float32 throughout."""
     if settings.runtime != "eager":
-        # No silent fallback: a compiled Kronos is not built, so asking for one is an error.
-        raise ValueError(f"Kronos runs eagerly; runtime {settings.runtime!r} is not supported")
+        # No silent fallback: compiled Kronos recompiles as its KV cache grows and as windows
+        # slide (`trader bench compile --model kronos` shows it), so asking for it is an error.
+        raise ValueError(
+            f"Kronos runs eagerly; forecast.kronos.runtime = {settings.runtime!r} is refused: "
+            "its KV-cached generation recompiles as the cache grows (see `trader bench "
+            "compile --model kronos`). Set forecast.kronos.runtime = eager"
+        )
 
     def find(repo: str | Path) -> Path:
         return locate(

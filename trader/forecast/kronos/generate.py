@@ -17,12 +17,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from trader.forecast.kronos.model import KV, KronosModel
+from trader.forecast.kronos.model import KV
 from trader.forecast.kronos.sampling import Sampling, draw
+
+
+class Steps(Protocol):
+    """The model's steps generation calls: `KronosModel` itself, or the same steps with
+    `window` and `extend` compiled (`trader bench compile --model kronos`)."""
+
+    def window(self, s1: Tensor, s2: Tensor, stamp: Tensor) -> tuple[Tensor, list[KV]]: ...
+
+    def extend(
+        self,
+        s1: Tensor,
+        s2: Tensor,
+        stamp: Tensor,
+        positions: Tensor,
+        prefix: list[KV],
+        prefix_valid: Tensor | None,
+        own: list[KV] | None = None,
+        at: int = 0,
+    ) -> Tensor: ...
+
+    def dependency_kv(self, hidden: Tensor) -> KV: ...
+
+    def s1_logits(self, hidden: Tensor) -> Tensor: ...
+
+    def s2_logits(
+        self,
+        hidden: Tensor,
+        s1: Tensor,
+        prefix: KV | None,
+        prefix_valid: Tensor | None,
+        own: KV | None,
+    ) -> Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -52,7 +85,7 @@ class _Step:
 
 
 def generate(
-    model: KronosModel,
+    model: Steps,
     contexts: Contexts,
     *,
     paths: int,
@@ -125,7 +158,7 @@ def generate(
     return out_s1, out_s2
 
 
-def _prefill(model: KronosModel, contexts: Contexts) -> tuple[list[KV], KV, Tensor]:
+def _prefill(model: Steps, contexts: Contexts) -> tuple[list[KV], KV, Tensor]:
     """Run each symbol's context once (symbols of equal length together): every layer's keys
     and values [B, H, L, hd], the dependency layer's, and the last hidden states [B, d]."""
     lengths = list(contexts.lengths)
@@ -155,7 +188,7 @@ def _prefill(model: KronosModel, contexts: Contexts) -> tuple[list[KV], KV, Tens
 
 
 def _slide(
-    model: KronosModel,
+    model: Steps,
     contexts: Contexts,
     out_s1: Tensor,
     out_s2: Tensor,

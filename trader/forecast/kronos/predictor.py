@@ -21,11 +21,12 @@ from torch import Tensor
 
 from trader.domain import Forecast
 from trader.forecast.kronos import inputs
-from trader.forecast.kronos.generate import Contexts, generate
+from trader.forecast.kronos.generate import Contexts, Steps, generate
 from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.sampling import Sampling
 from trader.forecast.kronos.tokenizer import KronosTokenizer
 from trader.forecast.protocol import ForecastRequest
+from trader.forecast.runtime import ModelRuntime, RuntimeForecaster
 from trader.forecast.samples import forecasts_from_samples
 
 # What a forecast reports, by column of the model's output (amount is left out).
@@ -36,7 +37,7 @@ MIN_BARS = 2
 CACHE_BUDGET_BYTES = 512 * 2**20
 
 
-class KronosForecaster:
+class KronosForecaster(RuntimeForecaster):
     name = "kronos"
 
     def __init__(
@@ -49,7 +50,10 @@ class KronosForecaster:
         sampling: Sampling,
         seed: int,
         device: torch.device,
+        runtime: ModelRuntime | None = None,
     ) -> None:
+        """`runtime`: how the model's `window` and `extend` steps run; eager by default
+        (the daemon refuses compiled Kronos; `trader bench compile` measures it)."""
         if tokenizer.config.s1_bits != model.config.s1_bits or (
             tokenizer.config.s2_bits != model.config.s2_bits
         ):
@@ -68,8 +72,12 @@ class KronosForecaster:
         self.sampling = sampling
         self.seed = seed
         self.device = device
+        self.runtime = runtime or ModelRuntime(self.name, compiled=False)
+        self.steps: Steps = self.model
+        if self.runtime.compiled:
+            self.steps = _RuntimeSteps(self.model, self.runtime)
 
-    def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+    def _forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         out = []
         for request, paths in zip(requests, self.paths(requests), strict=True):
             bars = request.bars
@@ -129,7 +137,7 @@ class KronosForecaster:
                 torch.stack([self._tensor(w.future) for w in windows]),
             )
             gen_s1, gen_s2 = generate(
-                self.model,
+                self.steps,
                 contexts,
                 paths=self.sample_count,
                 max_context=self.max_context,
@@ -208,6 +216,17 @@ class KronosForecaster:
             for row, i in enumerate(index):
                 out[i] = decoded[row]
         return out
+
+
+class _RuntimeSteps:
+    """The model's steps with `window` and `extend` run through a runtime (compiled)."""
+
+    def __init__(self, model: KronosModel, runtime: ModelRuntime) -> None:
+        self.window = runtime.wrap(model.window)
+        self.extend = runtime.wrap(model.extend)
+        self.dependency_kv = model.dependency_kv
+        self.s1_logits = model.s1_logits
+        self.s2_logits = model.s2_logits
 
 
 def _groups(keys: Sequence[Hashable]) -> list[list[int]]:

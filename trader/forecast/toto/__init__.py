@@ -34,4 +34,5 @@ def load_toto_forecaster(
         precision=device.precision,
         compiled=settings.runtime == "compile",
         compile_mode=settings.compile_mode,
+        max_recompiles=settings.max_recompiles,
     )

@@ -24,6 +24,7 @@ import torch.fx.experimental._config as fx_config
 
 from trader.domain import Forecast
 from trader.forecast.protocol import ForecastRequest
+from trader.forecast.runtime import ModelRuntime, RuntimeForecaster
 from trader.forecast.samples import forecasts_from_samples
 from trader.forecast.toto.config import MAX_CONTEXT
 from trader.forecast.toto.model import Head, TotoModel
@@ -35,7 +36,7 @@ DECODE_BUDGET_BYTES = 256 * 2**20
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class TotoForecaster:
+class TotoForecaster(RuntimeForecaster):
     name = "toto"
 
     def __init__(
@@ -50,6 +51,7 @@ class TotoForecaster:
         compile_mode: str | None = None,
         compiled: bool = False,
         compiler: Callable[..., Any] | None = None,
+        max_recompiles: int = 2,
     ) -> None:
         self.device = device or torch.device("cpu")
         self.model = model.to(self.device).eval()
@@ -60,17 +62,15 @@ class TotoForecaster:
         if self.autocast is not torch.float32 and self.device.type == "cpu":
             raise ValueError(f"{precision} runs on GPUs only; the CPU runs float32")
         self.patch = model.config.patch_size
-        self._prefill: Callable[..., Any] = self.model.prefill
-        self._decode: Callable[..., Any] = self.model.decode
-        self.compiled = compiled
-        if compiled:
-            compile_ = compiler or torch.compile
-            self._prefill = _shape_oblivious(
-                compile_(self.model.prefill, mode=compile_mode, dynamic=True)
-            )
-            self._decode = _shape_oblivious(
-                compile_(self.model.decode, mode=compile_mode, dynamic=True)
-            )
+        compile_ = compiler or torch.compile
+        self.runtime = ModelRuntime(
+            self.name,
+            compiled=compiled,
+            compiler=lambda fn: _shape_oblivious(compile_(fn, mode=compile_mode, dynamic=True)),
+            max_recompiles=max_recompiles,
+        )
+        self._prefill = self.runtime.wrap(self.model.prefill)
+        self._decode = self.runtime.wrap(self.model.decode)
 
     def _precision(self) -> AbstractContextManager[Any]:
         if self.autocast is torch.float32:
@@ -78,7 +78,7 @@ class TotoForecaster:
         return torch.autocast(self.device.type, dtype=self.autocast)
 
     @torch.inference_mode()
-    def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
+    def _forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         for index, request in enumerate(requests):
             if not request.bars:
@@ -142,7 +142,7 @@ class TotoForecaster:
             stabilize=config.stabilize_with_global, exponent=config.scale_factor_exponent,
         )  # fmt: skip
         with self._precision():
-            if self.compiled:
+            if self.runtime.compiling:
                 # A backed batch size still gets a graph of its own at 1 (inductor guards
                 # on it when it lays out strides); an unbacked one never specialises.
                 torch._dynamo.decorators.mark_unbacked(scaled, 0)

@@ -152,7 +152,7 @@ def test_load_kronos_says_where_it_looked(tmp_path):
 
 
 def test_a_compiled_kronos_is_refused_not_silently_run_eagerly(tmp_path):
-    with pytest.raises(ValueError, match="runtime 'compile' is not supported"):
+    with pytest.raises(ValueError, match=r"forecast\.kronos\.runtime = 'compile' is refused"):
         load_kronos(
             tmp_path,
             tmp_path,

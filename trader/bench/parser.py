@@ -1,0 +1,46 @@
+"""The `trader bench` verb's arguments (imports nothing heavy: the CLI builds every parser)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from trader.forecast.check_arguments import add_check_arguments
+
+
+def add_bench_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`verbs` is the CLI's subparsers action; the one benchmark so far is `compile`."""
+    bench: argparse.ArgumentParser = verbs.add_parser(
+        "bench", help="measure on this machine: eager against compiled inference"
+    )
+    kinds = bench.add_subparsers(dest="bench_verb", required=True, metavar="BENCH")
+    compile_ = kinds.add_parser(
+        "compile",
+        parents=[common],
+        help="a model eager against torch.compile on the same ticks; a table, JSON and advice",
+        description="Run the model eagerly and compiled, each in a fresh process, over the same "
+        "ticks (varying context lengths and symbol counts, repeated shapes): compile time, "
+        "p50/p99 latency after warm-up, recompiles, graph breaks and CUDA-graph skips (from "
+        "torch's own logs), peak memory and output agreement, then a recommendation by a "
+        "stated rule. With --mode production-check the exit code is 1 when compiling fails "
+        "the rule.",
+    )
+    compile_.add_argument("--model", choices=["toto", "kronos"], default="toto")
+    compile_.add_argument(
+        "--mode", choices=["quick", "production-check"], default="quick", help="how many ticks"
+    )
+    add_check_arguments(compile_)
+    compile_.add_argument("--compile-mode", help="torch.compile mode, e.g. reduce-overhead")
+    compile_.add_argument("--data", type=Path, help="CSV/Parquet bars (default: random walks)")
+    compile_.add_argument(
+        "--horizon",
+        type=int,
+        action="append",
+        help="bars ahead (repeat; default: forecast.horizon)",
+    )
+    compile_.add_argument("--samples", type=int, help="sample paths (default: the model's setting)")
+    compile_.add_argument(
+        "--out", type=Path, metavar="FILE", help="JSON report (default: var/bench/compile-*.json)"
+    )
+    return compile_

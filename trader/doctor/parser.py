@@ -1,0 +1,33 @@
+"""The `trader doctor` verb's arguments (imports nothing heavy: the CLI builds every parser)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from trader.forecast.check_arguments import add_check_arguments
+
+
+def add_doctor_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`verbs` is the CLI's subparsers action."""
+    doctor: argparse.ArgumentParser = verbs.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the device (CUDA/CPU) the models would run on; write an evidence folder",
+        description="Run the daemon's device checks (torch build against the GPU's compute "
+        "capability, a smoke test on the device, a short forecast) and print a report with a "
+        "verdict. Exit 0: usable; 1: running on the CPU although a GPU is present; 69: the "
+        "device asked for is unusable (the daemon would refuse to start); 70: a forecast on "
+        "the chosen device fails.",
+    )
+    add_check_arguments(doctor)
+    doctor.add_argument(
+        "--evidence", type=Path, metavar="DIR", help="write the evidence folder for a bug report"
+    )
+    doctor.add_argument("--model", choices=["toto", "kronos"], help="model of the forecast check")
+    doctor.add_argument("--data", type=Path, help="bars to forecast (default: a random walk)")
+    doctor.add_argument(
+        "--no-inference", action="store_true", help="skip the forecast on the chosen device"
+    )
+    return doctor

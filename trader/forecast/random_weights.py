@@ -1,0 +1,212 @@
+"""Stand-ins for `trader doctor`'s inference smoke and `trader bench compile` where no real
+weights or data are at hand: random weights in the published checkpoint format, built from our
+own model classes, and random-walk bars. The weights load through the same strict path as real
+ones; their forecasts mean nothing, but the time and memory they take are the architecture's.
+Whatever uses them says so."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+from torch import nn
+
+from trader.config.schema import ForecastSettings
+from trader.domain import Bar, Timeframe
+from trader.forecast.kronos.config import ModelConfig, TokenizerConfig
+from trader.forecast.kronos.model import KronosModel
+from trader.forecast.kronos.tokenizer import KronosTokenizer, unused_published_tensors
+from trader.forecast.toto.config import CAUSAL_PATCH_SCALER, STUDENT_T_MIXTURE, TotoConfig
+from trader.forecast.toto.model import TotoModel
+from trader.forecast.weights import WeightsUnavailable, locate
+
+# Datadog/Toto-Open-Base-1.0's config.json.
+TOTO_PUBLISHED: dict[str, Any] = {
+    "patch_size": 64,
+    "stride": 64,
+    "embed_dim": 768,
+    "num_layers": 12,
+    "num_heads": 12,
+    "mlp_hidden_dim": 3072,
+    "dropout": 0.1,
+    "spacewise_every_n_layers": 12,
+    "spacewise_first": False,
+    "scaler_cls": CAUSAL_PATCH_SCALER,
+    "output_distribution_classes": [STUDENT_T_MIXTURE],
+    "output_distribution_kwargs": {"k_components": 24},
+    "use_memory_efficient_attention": True,
+    "stabilize_with_global": True,
+    "scale_factor_exponent": 10.0,
+}
+# Small enough to compile in seconds on a CPU, with the same structure (two space-wise layers).
+TOTO_SMALL = TOTO_PUBLISHED | {
+    "patch_size": 16,
+    "stride": 16,
+    "embed_dim": 64,
+    "num_layers": 4,
+    "num_heads": 4,
+    "mlp_hidden_dim": 128,
+    "spacewise_every_n_layers": 2,
+    "output_distribution_kwargs": {"k_components": 4},
+}
+# NeoQuasar/Kronos-small with Kronos-Tokenizer-base, and a small one.
+KRONOS_PUBLISHED = (
+    ModelConfig(
+        s1_bits=10, s2_bits=10, n_layers=8, d_model=512, n_heads=8, ff_dim=1024, learn_te=True
+    ),
+    TokenizerConfig(
+        d_in=6, d_model=256, n_heads=4, ff_dim=512, n_enc_layers=4, n_dec_layers=4,
+        s1_bits=10, s2_bits=10, group_size=4,
+    ),
+)  # fmt: skip
+KRONOS_SMALL = (
+    ModelConfig(s1_bits=6, s2_bits=6, n_layers=2, d_model=64, n_heads=4, ff_dim=128, learn_te=True),
+    TokenizerConfig(
+        d_in=6, d_model=32, n_heads=2, ff_dim=64, n_enc_layers=2, n_dec_layers=2,
+        s1_bits=6, s2_bits=6, group_size=4,
+    ),
+)  # fmt: skip
+SIZES = ("published", "small")
+_NAMES = {
+    "toto": "Toto-Open-Base-1.0 (Datadog/Toto-Open-Base-1.0)",
+    "kronos": "Kronos-small with Kronos-Tokenizer-base (NeoQuasar)",
+}
+
+
+@dataclass(frozen=True)
+class RandomCheckpoint:
+    """Where the random checkpoint lies, and the words that label it wherever it is used."""
+
+    model: str
+    size: str
+    directory: Path
+    tokenizer: Path | None
+    parameters: int
+
+    @property
+    def label(self) -> str:
+        shape = (
+            f"the published {_NAMES[self.model]} architecture"
+            if self.size == "published"
+            else f"a small {self.model} architecture"
+        )
+        return (
+            f"RANDOM weights in {shape}, {self.parameters / 1e6:.1f}M parameters: no real "
+            "weights were given or found, so the forecasts mean nothing; time and memory are "
+            "the architecture's"
+        )
+
+
+def _randomised(module: nn.Module, seed: int) -> nn.Module:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in module.named_parameters():
+            base = 1.0 if "norm" in name or name.endswith("scale") else 0.0
+            spread = parameter.shape[-1] ** -0.5
+            parameter.copy_(base + spread * torch.randn(parameter.shape, generator=generator))
+    return module
+
+
+def _save(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    save_file({n: t.contiguous() for n, t in tensors.items()}, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
+    config = TOTO_PUBLISHED if size == "published" else TOTO_SMALL
+    model = _randomised(TotoModel(TotoConfig.from_json(config, "random weights")), seed)
+    _save(directory, config, model.state_dict())
+    count = sum(p.numel() for p in model.parameters())
+    return RandomCheckpoint("toto", size, directory, None, count)
+
+
+def write_random_kronos(
+    directory: Path, size: str = "published", seed: int = 0
+) -> RandomCheckpoint:
+    """The model in `directory/model`, the tokenizer in `directory/tokenizer`."""
+    model_config, tokenizer_config = KRONOS_PUBLISHED if size == "published" else KRONOS_SMALL
+    model = _randomised(KronosModel(model_config), seed)
+    tokenizer = _randomised(KronosTokenizer(tokenizer_config), seed + 1)
+    tensors = dict(tokenizer.state_dict())
+    for name, shape in unused_published_tensors(tokenizer_config).items():
+        tensors[name] = torch.zeros(shape)
+    _save(directory / "model", dataclasses.asdict(model_config), model.state_dict())
+    _save(directory / "tokenizer", dataclasses.asdict(tokenizer_config), tensors)
+    count = sum(p.numel() for p in [*model.parameters(), *tokenizer.parameters()])
+    return RandomCheckpoint("kronos", size, directory / "model", directory / "tokenizer", count)
+
+
+def write_random(model: str, directory: Path, size: str = "published") -> RandomCheckpoint:
+    if size not in SIZES:
+        raise ValueError(f"size {size!r} is not one of {', '.join(SIZES)}")
+    if model == "toto":
+        return write_random_toto(directory, size)
+    if model == "kronos":
+        return write_random_kronos(directory, size)
+    raise ValueError(f"no random weights for {model!r}: toto or kronos")
+
+
+def random_walk_bars(
+    symbol: str, count: int, *, timeframe: Timeframe, end: datetime, seed: int = 0
+) -> list[Bar]:
+    """`count` hourly-like bars of a random walk (1% steps) whose last bar closes at `end`."""
+    generator = torch.Generator().manual_seed(seed)
+    steps = torch.randn(count, 3, generator=generator, dtype=torch.float64).tolist()
+    start = end - count * timeframe.duration
+    bars, price = [], 100.0
+    for i, (move, up, down) in enumerate(steps):
+        close = price * math.exp(0.01 * move)
+        high = max(price, close) * (1 + 0.004 * abs(up))
+        low = min(price, close) * (1 - 0.004 * abs(down))
+        at = start + i * timeframe.duration
+        bars.append(Bar(symbol, timeframe, at, price, high, low, close, 1000.0 + 100 * abs(up)))
+        price = close
+    return bars
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The checkpoint a check runs on, and how it is labelled in its output."""
+
+    model: Path
+    tokenizer: Path | None
+    label: str
+    random: bool
+
+
+def weights_or_random(
+    model: str,
+    settings: ForecastSettings,
+    scratch: Path,
+    *,
+    weights: Path | None = None,
+    tokenizer: Path | None = None,
+    size: str = "published",
+) -> Weights:
+    """`weights` (and `tokenizer`) when given; else the configured repositories where they
+    are on this machine already (never downloaded); else random weights written to
+    `scratch`, labelled as such."""
+    if weights is not None:
+        return Weights(weights, tokenizer, f"weights from {weights}", random=False)
+    repos: dict[str, tuple[str, str | None]] = {
+        "toto": (settings.toto.repo, None),
+        "kronos": (settings.kronos.repo, settings.kronos.tokenizer_repo),
+    }
+    repo, tokenizer_repo = repos[model]
+    try:
+        found = locate(repo, weights_dir=settings.weights_dir)
+        found_tokenizer = tokenizer or (
+            locate(tokenizer_repo, weights_dir=settings.weights_dir) if tokenizer_repo else None
+        )
+    except WeightsUnavailable:
+        written = write_random(model, scratch / f"random-{model}-{size}", size)
+        return Weights(written.directory, written.tokenizer, written.label, random=True)
+    return Weights(found, found_tokenizer, f"{repo} from {found}", random=False)
