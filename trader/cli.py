@@ -5,26 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from trader import __version__
+from trader.backtest.command import add_parser as add_backtest_parser
+from trader.bench.parser import add_bench_parser
 from trader.config import ConfigError, LoadedSettings, load_from_environment
 from trader.config.render import show_json, show_text, template
+from trader.doctor.parser import add_doctor_parser
 from trader.domain import Timeframe
 from trader.logging import configure_logging
+from trader.reconcile_cli import add_reconcile_parser
+from trader.sandbox_cli import add_sandbox_parser
 from trader.service import EX_CONFIG, Service
-
-EX_UNAVAILABLE = 69  # sysexits.h: the verb exists but is not built yet
-
-# Verbs that later work fills; until then they say so plainly.
-PLANNED = {
-    "backtest": "run the engine over history and report honest statistics",
-    "doctor": "check the device (CUDA/CPU) and write an evidence folder",
-    "bench": "compare eager and compiled inference",
-    "reconcile": "reconcile the ledger with the broker and print the report",
-}
 
 
 def _load(args: argparse.Namespace) -> LoadedSettings:
@@ -45,9 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.replay:
         from trader.replay_cli import run_replay_command  # noqa: PLC0415 - only replay needs it
 
-        return run_replay_command(
-            loaded.settings, args.replay, args.symbol, args.speed, args.max_ticks
-        )
+        return run_replay_command(loaded, args.replay, args.symbol, args.speed, args.max_ticks)
     return asyncio.run(Service(loaded).run())
 
 
@@ -112,6 +105,51 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from trader.backtest.command import run_backtest_command  # noqa: PLC0415 - numpy, plots
+
+    # Decisions, orders and fills are in the backtest's ledgers: the log keeps to warnings
+    # unless asked for more.
+    args.log_level = args.log_level or "WARNING"
+    return run_backtest_command(_load(args).settings, args)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from trader.doctor.command import DoctorOptions, run_doctor  # noqa: PLC0415 - torch
+
+    loaded = _load(args)
+    options = DoctorOptions(
+        args.device,
+        args.evidence,
+        args.model,
+        args.weights,
+        args.tokenizer,
+        args.size,
+        args.data,
+        inference=not args.no_inference,
+    )
+    return run_doctor(loaded.settings, options, loaded.secret_values())
+
+
+def cmd_bench_compile(args: argparse.Namespace) -> int:
+    from trader.bench.compile import run_bench_compile  # noqa: PLC0415 - torch
+
+    return run_bench_compile(_load(args).settings, args)
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from trader.reconcile_cli import run_reconcile_command  # noqa: PLC0415 - ccxt for live
+
+    return run_reconcile_command(_load(args), args)
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from trader.sandbox_cli import run_sandbox_command  # noqa: PLC0415 - aiohttp
+
+    _load(args)
+    return run_sandbox_command(args)
+
+
 def cmd_config_show(args: argparse.Namespace) -> int:
     loaded = load_from_environment(args.config)
     sys.stdout.write(show_json(loaded) if args.json else show_text(loaded))
@@ -129,14 +167,6 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 def cmd_config_template(args: argparse.Namespace) -> int:
     sys.stdout.write(template())
     return 0
-
-
-def _planned(verb: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        sys.stderr.write(f"trader {verb}: not available yet ({PLANNED[verb]}).\n")
-        return EX_UNAVAILABLE
-
-    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,9 +231,13 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--json", action="store_true", help="print JSON")
     forecast.set_defaults(handler=cmd_forecast)
 
-    for verb, summary in PLANNED.items():
-        planned = verbs.add_parser(verb, parents=[common], help=f"{summary} (not available yet)")
-        planned.set_defaults(handler=_planned(verb), takes_any_arguments=True)
+    add_backtest_parser(verbs, common).set_defaults(handler=cmd_backtest)
+
+    add_doctor_parser(verbs, common).set_defaults(handler=cmd_doctor)
+    add_bench_parser(verbs, common).set_defaults(handler=cmd_bench_compile)
+
+    add_reconcile_parser(verbs, common).set_defaults(handler=cmd_reconcile)
+    add_sandbox_parser(verbs, common).set_defaults(handler=cmd_sandbox)
 
     config = verbs.add_parser("config", help="show or check the settings")
     config_verbs = config.add_subparsers(dest="config_verb", required=True, metavar="ACTION")
@@ -226,9 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and not getattr(args, "takes_any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args = parser.parse_args(argv)
     try:
         code: int = args.handler(args)
     except ConfigError as error:

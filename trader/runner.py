@@ -5,18 +5,20 @@ run that was killed carries on where it stopped."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 import torch
 
-from trader.broker.paper import PaperBroker
-from trader.clock import Clock, SimulatedClock
+from trader.broker.factory import build_broker
+from trader.clock import Clock, SimulatedClock, WallClock
 from trader.config.schema import Settings
+from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
 from trader.domain import Instrument, Timeframe, from_epoch_ms
-from trader.engine.pipeline import Engine, EngineHooks
+from trader.engine.pipeline import Engine, EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
 from trader.forecast.protocol import Forecaster
@@ -27,31 +29,64 @@ from trader.logging import get_logger
 from trader.market.feed import MarketData
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
+from trader.market.retry import RetryPolicy
 from trader.market.step import MarketDataStep
 from trader.risk.engine import RiskEngine
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.select import strategies_for
 
 
-def forecasters_for(settings: Settings) -> list[Forecaster]:
-    """The primary forecaster and, with the consensus gate on, the second model; the device
-    decision is logged once, a fallback to the CPU as a warning."""
-    names = [settings.forecast.model]
+def model_names(settings: Settings) -> list[str]:
+    """The primary model and, with the consensus gate on, the second one."""
+    names: list[str] = [settings.forecast.model]
     if settings.strategy.consensus and settings.strategy.consensus_model not in names:
         names.append(settings.strategy.consensus_model)
-    if names == ["baseline"]:
-        device = DeviceChoice(torch.device("cpu"), "float32", "the baseline runs on the CPU")
+    return names
+
+
+def model_device(settings: Settings) -> DeviceChoice:
+    """Where the models run, logged once (a fallback to the CPU as a warning). Raises
+    DeviceUnavailable with the reason and the fix."""
+    if model_names(settings) == ["baseline"]:
+        return DeviceChoice(torch.device("cpu"), "float32", "the baseline runs on the CPU")
+    device = choose_device(settings.forecast.device, settings.forecast.precision)
+    log = get_logger("trader.forecast")
+    if device.fallback:
+        log.warning("models run on the CPU", **device.describe())
     else:
-        try:
-            device = choose_device(settings.forecast.device, settings.forecast.precision)
-        except DeviceUnavailable as error:
-            raise ModelUnavailable(str(error)) from error
-        log = get_logger("trader.forecast")
-        if device.fallback:
-            log.warning("models run on the CPU", **device.describe())
-        else:
-            log.info("model device", **device.describe())
-    return [build_forecaster(name, settings.forecast, device) for name in names]
+        log.info("model device", **device.describe())
+    return device
+
+
+def forecasters_for(settings: Settings) -> list[Forecaster]:
+    """The forecasters the settings ask for, built on the device they choose."""
+    try:
+        device = model_device(settings)
+    except DeviceUnavailable as error:
+        raise ModelUnavailable(str(error)) from error
+    return [build_forecaster(name, settings.forecast, device) for name in model_names(settings)]
+
+
+class FeedInstruments(Mapping[str, Instrument]):
+    """The symbols' trading rules, asked of the feed when first needed: a daemon that starts
+    while the exchange is unreachable builds its engine before the market list is loaded."""
+
+    def __init__(self, feed: MarketData, symbols: Sequence[str]) -> None:
+        self._feed, self._symbols = feed, list(symbols)
+        self._known: dict[str, Instrument] = {}
+
+    def __getitem__(self, symbol: str) -> Instrument:
+        if symbol not in self._symbols:
+            raise KeyError(symbol)
+        if symbol not in self._known:
+            self._known[symbol] = self._feed.instrument(symbol)
+        return self._known[symbol]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._symbols)
+
+    def __len__(self) -> int:
+        return len(self._symbols)
 
 
 def spread_model(settings: Settings) -> SpreadModel:
@@ -67,15 +102,27 @@ async def build_engine(
     *,
     forecasters: Sequence[Forecaster] | None = None,
     hooks: EngineHooks | None = None,
+    inference: Executor | None = None,
+    start_market: bool = True,
 ) -> Engine:
-    """Every part of the engine, recovered from the ledger at `database`."""
+    """Every part of the engine, recovered from the ledger at `database`. With
+    `start_market=False` the caller starts `engine.market` itself (the daemon does, after
+    reconciling, and keeps trying while the exchange is unreachable)."""
     market = MarketDataStep(
         feed, settings.market, store=BarStore(database, keep=settings.market.context_bars * 2)
     )
-    await market.start(now)
-    instruments = {s: feed.instrument(s) for s in settings.market.symbols}
+    instruments: Mapping[str, Instrument] = FeedInstruments(feed, settings.market.symbols)
+    if start_market:
+        await market.start(now)
+        instruments = {s: feed.instrument(s) for s in settings.market.symbols}
     ledger = TradingLedger(database)
-    state = await ledger.open(settings.broker.currency, settings.broker.starting_cash)
+    # Paper or live (broker.mode); live takes its instance locks here (StartRefused if held).
+    broker, starting_cash = await build_broker(settings, feed, instruments, database, now)
+    try:
+        state = await ledger.open(settings.broker.currency, starting_cash)
+    except BaseException:
+        broker.close()
+        raise
     risk = RiskEngine(
         settings.risk,
         maker_fee_bps=float(settings.broker.maker_fee_bps),
@@ -90,11 +137,12 @@ async def build_engine(
         forecasters=forecasters if forecasters is not None else forecasters_for(settings),
         strategies=strategies_for(settings.strategy, settings.market.symbols),
         risk=risk,
-        broker=PaperBroker(settings.broker, instruments),
+        broker=broker,
         ledger=ledger,
         instruments=instruments,
         state=state,
         hooks=hooks,
+        inference=inference,
     )
 
 
@@ -133,6 +181,77 @@ def replay_settings(settings: Settings, recordings: Mapping[str, Recording]) -> 
     return settings.model_copy(update={"market": market})
 
 
+def replay_times(
+    settings: Settings,
+    recordings: Mapping[str, Recording],
+    last: datetime | None,
+    *,
+    begin: datetime | None = None,
+    end: datetime | None = None,
+) -> list[datetime]:
+    """The replay's tick times still to run: after the ledger's `last`, inside [begin, end]."""
+    return [
+        t
+        for t in tick_times(recordings, settings.market.context_bars)
+        if (last is None or t > last)
+        and (begin is None or t >= begin)
+        and (end is None or t <= end)
+    ]
+
+
+@dataclass(frozen=True)
+class Venue:
+    """Where the engine meets the market: the feed, the clock it runs on, and when its ticks
+    fall. Live: an exchange on the wall clock, ticks at bar close + settle delay. Replay:
+    recorded bars on a simulated clock, ticks at the recorded bar closes."""
+
+    kind: str  # "live" or "replay"
+    feed: MarketData
+    clock: Clock
+    times: TickTimes
+    resume_after: datetime | None  # the ledger's last tick: later ones are still to run
+
+
+def replay_venue(
+    settings: Settings,
+    recordings: Mapping[str, Recording],
+    times: Sequence[datetime],
+    speed: float | None,
+    *,
+    resume_after: datetime | None,
+) -> Venue:
+    """`settings` are the replay's (`replay_settings`); `times` are not empty."""
+    clock = SimulatedClock(times[0], speed)
+    rules = Instrument(
+        next(iter(recordings)), settings.market.replay_price_step,
+        settings.market.replay_amount_step, Decimal(0), settings.market.replay_min_notional,
+    )  # fmt: skip
+    feed = ReplayMarketData(recordings, clock, spread_model(settings), rules)
+    return Venue("replay", feed, clock, RecordedTicks(times), resume_after)
+
+
+def live_venue(
+    settings: Settings, resume_after: datetime | None, on_error: Callable[[str], None]
+) -> Venue:
+    """The configured exchange through ccxt, on the wall clock. Raises ValueError for an
+    exchange ccxt does not know. Nothing is sent before the daemon starts the market."""
+    from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415 - slow
+
+    clock = WallClock()
+    exchange = settings.exchange
+    feed = CcxtMarketData(
+        create_exchange(exchange),
+        clock,
+        retry=RetryPolicy(attempts=exchange.retry_attempts, max_delay_s=exchange.retry_max_delay_s),
+        on_error=on_error,
+    )
+    times = BarCloseTicks(
+        Timeframe(settings.market.timeframe),
+        timedelta(seconds=settings.schedule.settle_delay_s),
+    )
+    return Venue("live", feed, clock, times, resume_after)
+
+
 async def run_replay(
     settings: Settings,
     recordings: Mapping[str, Recording],
@@ -142,49 +261,49 @@ async def run_replay(
     stop: asyncio.Event | None = None,
     forecasters: Sequence[Forecaster] | None = None,
     hooks: EngineHooks | None = None,
+    begin: datetime | None = None,
+    end: datetime | None = None,
+    durable: bool = True,
+    inference: Executor | None = None,
 ) -> ReplaySummary:
-    """Drive the engine over `recordings`, resuming after the ledger's last completed tick."""
+    """Drive the engine over `recordings`, resuming after the ledger's last completed tick.
+    `begin`/`end` keep the ticks in that span (bars before it still fill the first windows);
+    `durable=False` keeps the ledger off the disk's critical path (a backtest's); `inference`
+    runs the forecasters (default: a worker thread)."""
     log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
-    database = await Database.open(settings.ledger.path)
+    database = await Database.open(settings.ledger.path, durable=durable)
     try:
         last = (
             (await TradingLedger(database).last_tick()) if settings.ledger.path.exists() else None
         )
-        times = [
-            t
-            for t in tick_times(recordings, settings.market.context_bars)
-            if last is None or t > last
-        ]
+        times = replay_times(settings, recordings, last, begin=begin, end=end)
         if not times:
             return ReplaySummary(0, None, None, last, Decimal(0))
-        clock: Clock = SimulatedClock(times[0], speed)
-        rules = Instrument(
-            next(iter(recordings)), settings.market.replay_price_step,
-            settings.market.replay_amount_step, Decimal(0), settings.market.replay_min_notional,
-        )  # fmt: skip
-        feed = ReplayMarketData(recordings, clock, spread_model(settings), rules)
+        venue = replay_venue(settings, recordings, times, speed, resume_after=last)
         engine = await build_engine(
-            settings, feed, database, times[0], forecasters=forecasters, hooks=hooks
-        )
+            settings, venue.feed, database, times[0], forecasters=forecasters, hooks=hooks,
+            inference=inference,
+        )  # fmt: skip
         log.info(
             "replay",
             ticks=len(times),
             first=times[0].isoformat(),
             resumed_after=last and last.isoformat(),
         )
-        done = 0
-        report = None
+        reports: list[TickReport] = []
+
+        async def tick(at: datetime) -> TickReport:
+            report = await engine.tick(at)
+            reports[:] = [report]
+            return report
+
+        loop = TickLoop(tick, venue.times, venue.clock, grace_s=None)
         try:
-            for at in times[: max_ticks if max_ticks is not None else len(times)]:
-                if stop is not None and stop.is_set():
-                    break
-                await clock.sleep_until(at)
-                report = await engine.tick(at)
-                done += 1
+            done = await loop.run(stop or asyncio.Event(), after=last, max_ticks=max_ticks)
         finally:
             engine.close()
-        equity = report.equity if report is not None else Decimal(0)
+        equity = reports[0].equity if reports else Decimal(0)
         return ReplaySummary(done, times[0], times[done - 1] if done else None, last, equity)
     finally:
         await database.close()

@@ -59,3 +59,31 @@ def test_the_toto_bench_compares_ours_and_the_reference_side_by_side(shared_data
         # Same random weights, same input: the quantiles agree within sampling error.
         assert report[f"{case}_quantile_mean_z"] < 1.5
     assert report["batch_2_symbols_h16_s32_cost_ratio"] > 0
+
+
+def test_the_backtest_bench_times_ours_beside_backtesting_py(shared_data):
+    report = bench("backtest.py", "--data", str(shared_data))
+    assert report["bars"] == 3000 - 512 + 1
+    assert report["forecast_windows_per_s"] > 0
+    for case in ("costs", "free"):
+        ours, theirs = (
+            report[f"{case}_{who}_bars_per_s"] for who in ("ours_simple", "backtesting_py")
+        )
+        assert ours > 0
+        assert theirs > 0
+        assert report[f"{case}_ours_over_backtesting_py"] == pytest.approx(ours / theirs, rel=0.01)
+    # Without costs both trade on the same signal: a comparison of trading, not of idling.
+    assert report["free_ours_simple_fills"] > 0
+    assert report["free_backtesting_py_trades"] > 0
+    assert report["costs_ours_maxdiff_fills"] > 0
+
+
+def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks(shared_data):
+    report = bench("daemon.py", "--data", str(shared_data))
+    for case in ("lag_offloop", "lag_offloop_all_cores", "lag_onloop", "lag_idle"):
+        assert report[case]["samples"] > 0
+        assert report[case]["p99_ms"] >= 0
+    assert report["forecast_s_median"] > 0
+    assert report["month_ticks"] >= 100
+    assert report["month_rss_mb_at_end"] > 0
+    assert len(report["month_rss_by_decile_mb"]) == 10

@@ -55,6 +55,7 @@ def environment(ledger: Path) -> dict[str, str]:
         TRADER_STRATEGY__ALLOW_SHORT="true",
         TRADER_MARKET__REPLAY_AMOUNT_STEP="0.001",
         TRADER_MARKET__REPLAY_PRICE_STEP="0.0001",
+        TRADER_METRICS__PORT="0",  # the daemon serves metrics: any free port, never a fixed one
     )
 
 

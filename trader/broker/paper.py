@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
+from trader.broker.amend import cancel_and_replace
 from trader.broker.protocol import Execution
+from trader.broker.reconcile import LedgerBook, ReconcileReport, ReportBuilder
 from trader.config.schema import BrokerSettings
 from trader.domain import (
     Bar,
@@ -49,6 +51,7 @@ def _against(price: Decimal, side: Side) -> Decimal:
 
 class PaperBroker:
     external = False
+    name = "paper"
 
     def __init__(self, settings: BrokerSettings, instruments: Mapping[str, Instrument]) -> None:
         self.settings = settings
@@ -65,6 +68,9 @@ class PaperBroker:
 
     def open_orders(self) -> list[Order]:
         return list(self._open.values())
+
+    def close(self) -> None:
+        return None
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -99,6 +105,37 @@ class PaperBroker:
         if current.status.is_terminal:
             return None
         return Execution(current.transition(OrderStatus.CANCELED))
+
+    async def replace(
+        self, order: Order, replacement: Order, quote: Quote, at: datetime
+    ) -> list[Execution]:
+        return await cancel_and_replace(self, order, replacement, quote, at)
+
+    # --- reconciliation ---------------------------------------------------------------------
+
+    async def reconcile(
+        self, book: LedgerBook, at: datetime, *, dry_run: bool = False
+    ) -> ReconcileReport:
+        """The paper account is the ledger: only the orders resting here can disagree with it
+        (they would after a bug, never after a crash, since both come from the ledger)."""
+        report = ReportBuilder(at, self.name, dry_run=dry_run)
+        # PENDING orders were never sent: the engine holds them, not the broker.
+        ledger = {
+            o.client_order_id: o for o in book.open_orders if o.status is not OrderStatus.PENDING
+        }
+        report.checked.append(f"{len(ledger)} open order(s)")
+        report.checked.append("cash and positions against the fills")
+        for cid in sorted(set(ledger) | set(self._open)):
+            mine, theirs = self._open.get(cid), ledger.get(cid)
+            if mine is None or theirs is None:
+                where = "the broker" if mine is not None else "the ledger"
+                report.problems.append(f"order {cid} is open only in {where}")
+            elif (mine.status, mine.filled_amount) != (theirs.status, theirs.filled_amount):
+                report.problems.append(
+                    f"order {cid}: broker {mine.status} filled {mine.filled_amount}, ledger "
+                    f"{theirs.status} filled {theirs.filled_amount}"
+                )
+        return report.build()
 
     # --- the market moving ------------------------------------------------------------------
 

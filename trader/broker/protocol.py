@@ -5,34 +5,53 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trader.domain import Bar, Fill, Order, Quote
+
+if TYPE_CHECKING:
+    from trader.broker.reconcile import LedgerBook, ReconcileReport
+
+
+class BrokerHalt(Exception):
+    """The venue refuses our credentials: trading must stop until a person fixes them."""
 
 
 @dataclass(frozen=True)
 class Execution:
-    """An order after something happened to it, and the fills that came with it."""
+    """An order after something happened to it, the fills that came with it, and why (for
+    the ledger's order events), when there is more to say than the status."""
 
     order: Order
     fills: tuple[Fill, ...] = ()
+    reason: str | None = None
 
 
 class Broker(Protocol):
     # True when orders leave this process (a live exchange): the engine then records each
     # order durably before sending it, so a crash can never leave one unaccounted for.
     external: bool
+    name: str  # "paper", "binance", ... for reports and logs
 
     def restore(self, orders: Sequence[Order], fill_counts: Mapping[str, int]) -> None:
         """Forget any state and take the ledger's open orders (at start, after a rollback)."""
         ...
 
     async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:
-        """Send a PENDING order; it comes back open, filled or rejected."""
+        """Send a PENDING order; it comes back open, filled or rejected (UNKNOWN for a live
+        send whose answer was lost and could not be looked up yet)."""
         ...
 
     async def cancel(self, order: Order, at: datetime) -> Execution | None:
-        """The order cancelled, or None when it had already ended (filled, expired)."""
+        """The order cancelled, or what ended it first (filled, with the fills); None when
+        it had already ended and nothing is new."""
+        ...
+
+    async def replace(
+        self, order: Order, replacement: Order, quote: Quote, at: datetime
+    ) -> list[Execution]:
+        """Amend as cancel-and-replace: cancel `order`, then send `replacement` (PENDING) only
+        if `order` ended cancelled with nothing filled meanwhile (else it is not sent)."""
         ...
 
     async def on_market(
@@ -41,4 +60,15 @@ class Broker(Protocol):
         """What happened to resting orders since the last call: fills and expiries."""
         ...
 
+    async def reconcile(
+        self, book: LedgerBook, at: datetime, *, dry_run: bool = False
+    ) -> ReconcileReport:
+        """The broker's account against the ledger's; changes the ledger has not booked come
+        back as executions for the engine to book. `dry_run` changes nothing at the venue."""
+        ...
+
     def open_orders(self) -> list[Order]: ...
+
+    def close(self) -> None:
+        """Let go of what the broker holds (its instance locks); the daemon is stopping."""
+        ...

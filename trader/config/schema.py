@@ -4,6 +4,7 @@ descriptions become `config/default.toml` (`trader config template`)."""
 from __future__ import annotations
 
 import re
+import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Literal
@@ -107,6 +108,12 @@ class TotoSettings(Section):
         "eager", description="eager, or compile (opt-in; TOTO_DISABLE_COMPILE=0 also selects it)"
     )
     compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+    max_recompiles: int = Field(
+        2,
+        ge=0,
+        description="compile: recompiles after warm-up that switch the model to eager for good "
+        "(logged, in the metrics); torch itself gives up at its recompile_limit (8)",
+    )
     num_samples: int = Field(256, ge=1, le=8192, description="sample paths per forecast")
     variates: list[Literal["close", "high", "low", "open", "volume"]] = Field(
         ["close", "high", "low"], min_length=1, description="bar fields forecast together"
@@ -118,8 +125,14 @@ class KronosSettings(Section):
     tokenizer_repo: str = Field(
         "NeoQuasar/Kronos-Tokenizer-base", description="Hugging Face repository of the tokenizer"
     )
-    runtime: Runtime = Field("eager", description="eager or compile")
-    compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+    runtime: Runtime = Field(
+        "eager",
+        description="eager; compile is refused (its KV-cached generation recompiles as the "
+        "cache grows: `trader bench compile --model kronos` measures it)",
+    )
+    compile_mode: str | None = Field(
+        None, description="torch.compile mode for `trader bench compile --model kronos`"
+    )
     max_context: int = Field(512, ge=16, le=4096, description="bars the model sees at most")
     sample_count: int = Field(16, ge=1, le=1024, description="sample paths per forecast")
     temperature: float = Field(1.0, gt=0, description="sampling temperature")
@@ -220,6 +233,31 @@ class BrokerSettings(Section):
     on_shutdown: Literal["keep", "cancel"] = Field(
         "keep", description="what to do with open orders on a clean stop"
     )
+    capital_share: Fraction = Field(
+        1.0,
+        description="live: trade with at most this share of the account's cash balance when "
+        "the ledger's account is opened (0.1: start live with 10% of capital)",
+    )
+    capital_limit: Money | None = Field(
+        None, description="live: and with at most this much cash, whatever the balance"
+    )
+    unknown_orders: Literal["leave", "cancel"] = Field(
+        "leave",
+        description="live: orders on the venue the ledger does not know, found when "
+        "reconciling: reported and left alone, or reported and cancelled",
+    )
+    recv_window_ms: int = Field(
+        5000,
+        ge=100,
+        le=60000,
+        description="live: how long a signed request stays valid at the venue; an order whose "
+        "answer was lost and that cannot be found after this long never arrived",
+    )
+    lock_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "trader-locks",
+        description="live: host-wide folder of symbol locks, so two daemons on one host never "
+        "trade the same symbol of the same account",
+    )
 
 
 class LedgerSettings(Section):
@@ -229,7 +267,9 @@ class LedgerSettings(Section):
 class MetricsSettings(Section):
     enabled: bool = Field(True, description="serve /metrics, /healthz and /readyz")
     host: str = Field("127.0.0.1", description="listen address (loopback by default)")
-    port: Port = Field(9108, description="listen port")
+    port: int = Field(
+        9108, ge=0, le=65535, description="listen port (0: any free port, stated in the log)"
+    )
 
 
 class MqttSettings(Section):
@@ -239,11 +279,28 @@ class MqttSettings(Section):
     username: str | None = Field(None, description="broker user name")
     password: SecretStr | None = Field(None, description="broker password")
     tls: bool = Field(False, description="connect with TLS")
-    ca_file: Path | None = Field(None, description="CA bundle for TLS")
+    ca_file: Path | None = Field(None, description="CA bundle for TLS (default: the system's)")
+    cert_file: Path | None = Field(None, description="client certificate for TLS, if required")
+    key_file: Path | None = Field(None, description="client key for TLS, if required")
     topic_prefix: str = Field("trader", description="topics are <prefix>/<instance>/...")
     queue_size: int = Field(1000, ge=1, description="events buffered before dropping")
+    heartbeat_interval_s: PositiveSeconds = Field(30.0, description="heartbeat event period")
+    reconnect_max_delay_s: PositiveSeconds = Field(
+        30.0, description="longest wait between reconnection attempts (exponential backoff)"
+    )
     commands_enabled: bool = Field(False, description="accept signed commands on .../cmd")
     command_secret: SecretStr | None = Field(None, description="HMAC key for signed commands")
+    command_window_s: PositiveSeconds = Field(
+        30.0, description="a command's timestamp must be this close to now (replay protection)"
+    )
+
+    @model_validator(mode="after")
+    def _commands_need_a_secret(self) -> MqttSettings:
+        if self.commands_enabled and not (
+            self.command_secret and len(self.command_secret.get_secret_value()) >= 16
+        ):
+            raise ValueError("commands_enabled needs a command_secret of at least 16 characters")
+        return self
 
 
 class ScheduleSettings(Section):
@@ -254,12 +311,49 @@ class ScheduleSettings(Section):
     shutdown_deadline_s: PositiveSeconds = Field(
         30.0, description="how long a stop waits for a running tick"
     )
+    misfire_grace_s: PositiveSeconds = Field(
+        600.0,
+        description="a tick that cannot start within this long after its time is missed "
+        "(counted, not run); later ones that fall due meanwhile are coalesced into one",
+    )
 
 
 class LogSettings(Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="auto: JSON lines off a TTY (journald, docker), colour on a TTY"
+    )
+
+
+class BacktestSettings(Section):
+    strategies: list[StrategyName] = Field(
+        ["simple", "ci_guard", "maxdiff"],
+        min_length=1,
+        description="strategies `trader backtest` compares (--strategy overrides)",
+    )
+    cache_dir: Path = Field(
+        Path("var/forecast-cache"),
+        description="forecasts computed for backtests, keyed by model, weights, parameters and "
+        "data: re-running strategies over the same forecasts costs only the simulation",
+    )
+    batch_windows: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="windows per model call when forecasting history; part of the cache key "
+        "(batches are fixed by the clock, so the sampler's seeds depend on it)",
+    )
+    calendar: Literal["auto", "continuous", "trading_days"] = Field(
+        "auto",
+        description="annualisation: continuous (24/7: 365.25 days of bars a year), "
+        "trading_days (trading_days_per_year x bars per trading day in the data); auto: "
+        "trading_days when market.allow_gaps, else continuous",
+    )
+    trading_days_per_year: int = Field(
+        252, ge=1, le=366, description="trading days a year, for the trading_days calendar"
+    )
+    risk_free_rate: float = Field(
+        0.0, ge=0, lt=1, description="annual risk-free rate taken off returns in Sharpe/Sortino"
     )
 
 
@@ -284,6 +378,7 @@ class Settings(BaseSettings):
     mqtt: MqttSettings = MqttSettings()
     schedule: ScheduleSettings = ScheduleSettings()
     log: LogSettings = LogSettings()
+    backtest: BacktestSettings = BacktestSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -10,7 +10,7 @@ from enum import StrEnum
 from trader.domain.errors import DomainError
 from trader.domain.money import exact, positive_decimal, to_decimal
 from trader.domain.order import Side
-from trader.domain.symbols import check_symbol
+from trader.domain.symbols import base_currency, check_symbol
 from trader.domain.time import ensure_utc
 
 
@@ -51,3 +51,12 @@ class Fill:
     def notional(self) -> Decimal:
         with exact():
             return self.price * self.amount
+
+    @property
+    def quote_fee(self) -> Decimal:
+        """The fee in the symbol's quote currency: a fee charged in the base asset (Binance
+        charges a buy's fee in what it bought) counts at the fill price."""
+        if self.fee_currency == base_currency(self.symbol):
+            with exact():
+                return self.fee * self.price
+        return self.fee

@@ -15,7 +15,7 @@ from trader.domain.errors import DomainError
 from trader.domain.fill import Fill
 from trader.domain.money import ZERO, exact, positive_decimal, to_decimal
 from trader.domain.order import Side
-from trader.domain.symbols import check_symbol, quote_currency
+from trader.domain.symbols import base_currency, check_symbol, quote_currency
 
 
 def _sign(value: Decimal) -> int:
@@ -131,24 +131,34 @@ class Portfolio:
         return position.amount if position is not None else ZERO
 
     def apply(self, fill: Fill) -> Portfolio:
+        """The portfolio after `fill`. A fee in the cash currency comes out of cash; a fee in
+        the symbol's base asset (Binance charges a buy's fee in what it bought) comes out of
+        the position, as if those units were sold at the fill price to pay it: cash is
+        untouched, the position equals what the venue holds, and the fee counts at its value
+        at the fill price."""
         if quote_currency(fill.symbol) != self.currency:
             raise DomainError(f"{fill.symbol} is not quoted in the portfolio's {self.currency}")
-        if fill.fee_currency != self.currency:
+        in_base = fill.fee_currency == base_currency(fill.symbol)
+        if fill.fee_currency != self.currency and not in_base:
             raise DomainError(
-                f"fill {fill.fill_id} charges its fee in {fill.fee_currency}, not "
-                f"{self.currency}: convert it before booking"
+                f"fill {fill.fill_id} charges its fee in {fill.fee_currency}, neither "
+                f"{self.currency} nor {base_currency(fill.symbol)}: convert it before booking"
             )
         position, realized = self.position(fill.symbol).apply(fill.side, fill.amount, fill.price)
+        with exact():
+            if in_base and fill.fee != 0:
+                paid = Side.SELL if fill.fee > 0 else Side.BUY
+                position, sold = position.apply(paid, abs(fill.fee), fill.price)
+                realized += sold
+            cash = self.cash - fill.side.sign * fill.notional - (ZERO if in_base else fill.fee)
+            realized_pnl = dict(self.realized_pnl)
+            realized_pnl[fill.symbol] = realized_pnl.get(fill.symbol, ZERO) + realized
+            fees = self.fees_paid + fill.quote_fee
         positions = dict(self.positions)
         if position.lots:
             positions[fill.symbol] = position
         else:
             positions.pop(fill.symbol, None)
-        with exact():
-            cash = self.cash - fill.side.sign * fill.notional - fill.fee
-            realized_pnl = dict(self.realized_pnl)
-            realized_pnl[fill.symbol] = realized_pnl.get(fill.symbol, ZERO) + realized
-            fees = self.fees_paid + fill.fee
         return Portfolio(self.currency, cash, positions, realized_pnl, fees)
 
     def _marks_for_positions(self, marks: Mapping[str, Decimal]) -> dict[str, Decimal]:

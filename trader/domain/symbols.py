@@ -19,3 +19,8 @@ def check_symbol(symbol: str) -> str:
 def quote_currency(symbol: str) -> str:
     """The currency prices of `symbol` are in: 'USDT' for 'SOL/USDT' and 'BTC/USDT:USDT'."""
     return check_symbol(symbol).split("/", 1)[1].split(":", 1)[0]
+
+
+def base_currency(symbol: str) -> str:
+    """The asset `symbol` trades: 'SOL' for 'SOL/USDT'."""
+    return check_symbol(symbol).split("/", 1)[0]

@@ -8,7 +8,6 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -17,10 +16,30 @@ from aiohttp import web
 from trader.domain import Bar, Timeframe, decimal_from_float
 from trader.emulator.faults import Fault, FaultPlan
 from trader.emulator.market import EmulatedMarket, Instrument
+from trader.emulator.signed import SignedApi
+from trader.emulator.venue import VenueError
+from trader.emulator.wire import ms as _ms
+from trader.emulator.wire import num as _num
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-INTERVALS = ("1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "3d", "1w")
+INTERVALS = (
+    "1s",
+    "1m",
+    "3m",
+    "5m",
+    "15m",
+    "30m",
+    "1h",
+    "2h",
+    "4h",
+    "6h",
+    "8h",
+    "12h",
+    "1d",
+    "3d",
+    "1w",
+)
 # Request weights as Binance documents them (approximately; enough to exercise rate limiting).
 WEIGHTS = {
     "/api/v3/exchangeInfo": 20,
@@ -33,21 +52,6 @@ WEIGHTS = {
 
 INTERNAL_ERROR = "Internal error; unable to process your request. Please try again."
 MISSING_SYMBOL = "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed."
-
-
-class BinanceError(Exception):
-    def __init__(self, code: int, msg: str, status: int = 400) -> None:
-        super().__init__(msg)
-        self.code, self.msg, self.status = code, msg, status
-
-
-def _ms(when: datetime) -> int:
-    return int(when.timestamp() * 1000)
-
-
-def _num(value: float | Decimal) -> str:
-    decimal = value if isinstance(value, Decimal) else decimal_from_float(value)
-    return f"{decimal:.8f}"
 
 
 @dataclass
@@ -83,6 +87,8 @@ class BinanceSpotApi:
     requests: list[str] = field(default_factory=list)  # path?query of every request, in order
     klines_cap: int = 1000  # some venues return fewer bars than asked; this one can too
     update_id: int = 1
+    signed: SignedApi | None = None  # the private endpoints, when the venue has accounts
+    on_clock: Callable[[bool], None] | None = None  # pauses the market's clock (the sandbox)
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
@@ -94,9 +100,12 @@ class BinanceSpotApi:
         get("/api/v3/depth", self.depth)
         get("/api/v3/ticker/bookTicker", self.book_ticker)
         get("/api/v3/ticker/24hr", self.ticker_24hr)
+        if self.signed is not None:
+            self.signed.routes(app)
         app.router.add_post("/__emulator__/faults", self.add_faults)
         app.router.add_delete("/__emulator__/faults", self.clear_faults)
         get("/__emulator__/requests", self.request_log)
+        app.router.add_post("/__emulator__/clock", self.set_clock)
         return app
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -106,6 +115,10 @@ class BinanceSpotApi:
         if request.path.startswith("/__emulator__/"):
             return await handler(request)
         self.requests.append(request.path_qs)
+        if request.can_read_body:
+            # A venue receives the whole request before anything else happens to it (a client
+            # that gives up while it waits changes nothing).
+            await request.read()
         refused = self.rate_limit.charge(WEIGHTS.get(request.path, 1))
         if refused is not None:
             status, retry_after = refused
@@ -114,14 +127,14 @@ class BinanceSpotApi:
                 status=status,
                 headers={"Retry-After": str(retry_after)},
             )
-        fault = self.faults.take(request.path)
+        fault = self.faults.take(request.path, request.method)
         if fault is not None and not fault.after:
             early = await self._apply(fault, request)
             if early is not None:
                 return early
         try:
             response = await handler(request)
-        except BinanceError as error:
+        except VenueError as error:
             return web.json_response({"code": error.code, "msg": error.msg}, status=error.status)
         if fault is not None and fault.after:
             late = await self._apply(fault, request)
@@ -153,19 +166,19 @@ class BinanceSpotApi:
     def _instrument(self, request: web.Request) -> Instrument:
         symbol = request.query.get("symbol")
         if not symbol:
-            raise BinanceError(-1102, MISSING_SYMBOL)
+            raise VenueError(-1102, MISSING_SYMBOL)
         instrument = self.market.instrument(symbol)
         if instrument is None:
-            raise BinanceError(-1121, "Invalid symbol.")
+            raise VenueError(-1121, "Invalid symbol.")
         return instrument
 
     def _limit(self, request: web.Request, default: int, most: int) -> int:
         try:
             limit = int(request.query.get("limit", default))
         except ValueError:
-            raise BinanceError(-1100, "Illegal characters found in parameter 'limit'.") from None
+            raise VenueError(-1100, "Illegal characters found in parameter 'limit'.") from None
         if not 1 <= limit <= most:
-            raise BinanceError(-1130, "Data sent for parameter 'limit' is not valid.")
+            raise VenueError(-1130, "Data sent for parameter 'limit' is not valid.")
         return limit
 
     # --- endpoints --------------------------------------------------------------------------
@@ -204,12 +217,12 @@ class BinanceSpotApi:
         instrument = self._instrument(request)
         interval = request.query.get("interval", "")
         if interval not in INTERVALS:
-            raise BinanceError(-1120, "Invalid interval.")
+            raise VenueError(-1120, "Invalid interval.")
         limit = min(self._limit(request, 500, 1000), self.klines_cap)
         try:
             bars = self.market.bars(instrument.venue_id, Timeframe(interval))
         except ValueError:
-            raise BinanceError(-1120, "Invalid interval.") from None
+            raise VenueError(-1120, "Invalid interval.") from None
         start = request.query.get("startTime")
         end = request.query.get("endTime")
         if start is not None:
@@ -254,12 +267,12 @@ class BinanceSpotApi:
         try:
             names = json.loads(wanted)
         except json.JSONDecodeError:
-            raise BinanceError(-1100, "Illegal characters found in parameter 'symbols'.") from None
+            raise VenueError(-1100, "Illegal characters found in parameter 'symbols'.") from None
         instruments = []
         for name in names:
             instrument = self.market.instrument(name)
             if instrument is None:
-                raise BinanceError(-1121, "Invalid symbol.")
+                raise VenueError(-1121, "Invalid symbol.")
             instruments.append(instrument)
         return instruments
 
@@ -278,7 +291,7 @@ class BinanceSpotApi:
         if "symbol" in request.query:
             ticker = self._ticker_24hr(self._instrument(request))
             if ticker is None:
-                raise BinanceError(-1121, "Invalid symbol.")
+                raise VenueError(-1121, "Invalid symbol.")
             return web.json_response(ticker)
         tickers = [self._ticker_24hr(i) for i in self._instruments(request)]
         return web.json_response([t for t in tickers if t is not None])
@@ -330,6 +343,13 @@ class BinanceSpotApi:
 
     async def request_log(self, request: web.Request) -> web.Response:
         return web.json_response(self.requests)
+
+    async def set_clock(self, request: web.Request) -> web.Response:
+        if self.on_clock is None:
+            return web.json_response({"error": "this market's clock cannot pause"}, status=400)
+        paused = bool((await request.json()).get("paused"))
+        self.on_clock(paused)
+        return web.json_response({"paused": paused, "now": _ms(self.market.clock())})
 
 
 def _kline(bar: Bar) -> list[Any]:

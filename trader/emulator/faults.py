@@ -15,6 +15,7 @@ FaultKind = Literal["delay", "status", "malformed", "drop"]
 class Fault:
     kind: FaultKind
     path: str = "*"  # fnmatch pattern on the request path, e.g. "/api/v3/klines"
+    method: str = "*"  # fnmatch pattern on the HTTP method: "POST" hits order creation only
     times: int = 1  # matching requests it hits; -1 for all of them
     skip: int = 0  # matching requests let through before it starts hitting
     probability: float = 1.0
@@ -40,10 +41,12 @@ class FaultPlan:
     def clear(self) -> None:
         self.faults.clear()
 
-    def take(self, path: str) -> Fault | None:
-        """The first live fault matching `path` (counting it as used), or None."""
+    def take(self, path: str, method: str = "GET") -> Fault | None:
+        """The first live fault matching `path` and `method` (counting it as used), or None."""
         for fault in self.faults:
             if not fnmatch.fnmatchcase(path, fault.path):
+                continue
+            if not fnmatch.fnmatchcase(method, fault.method):
                 continue
             if fault.skip > 0:
                 fault.skip -= 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 from aiohttp import web
@@ -9,6 +10,8 @@ from aiohttp import web
 from trader.emulator.binance import BinanceSpotApi, RateLimit
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import EmulatedMarket
+from trader.emulator.signed import SignedApi
+from trader.emulator.venue import Venue
 
 
 class EmulatorServer:
@@ -21,12 +24,22 @@ class EmulatorServer:
         faults: FaultPlan | None = None,
         weight_limit_per_minute: int | None = None,
         klines_cap: int = 1000,
+        venue: Venue | None = None,
+        secrets: dict[str, str] | None = None,
+        on_clock: Callable[[bool], None] | None = None,
     ) -> None:
+        """`venue` and `secrets` (API key -> secret) serve the signed trading endpoints; the
+        venue trades on `market`."""
+        if venue is not None and venue.market is not market:
+            raise ValueError("the venue must trade on the market the emulator serves")
+        self.venue = venue
         self.api = BinanceSpotApi(
             market,
             faults or FaultPlan(),
             RateLimit(per_minute=weight_limit_per_minute),
             klines_cap=klines_cap,
+            signed=SignedApi(venue, dict(secrets or {})) if venue is not None else None,
+            on_clock=on_clock,
         )
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None

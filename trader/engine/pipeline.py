@@ -16,12 +16,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Protocol, TypeVar
 
-from trader.broker.protocol import Broker, Execution
+from trader.broker.protocol import Broker, BrokerHalt, Execution
+from trader.broker.reconcile import ReconcileReport
 from trader.config.schema import Settings
 from trader.domain import (
     ZERO,
@@ -31,15 +32,18 @@ from trader.domain import (
     Instrument,
     Order,
     OrderStatus,
+    Portfolio,
+    Quote,
     Signal,
 )
 from trader.engine.planning import Book, Intent, Planner
+from trader.engine.reconciling import reconcile_ledger
 from trader.forecast.protocol import Forecaster, ForecastRequest
 from trader.ledger.trading import LedgerState, TickRecord, TradingLedger
 from trader.logging import get_logger, log_context
 from trader.market.step import MarketDataStep, SymbolData, TickData
 from trader.risk.engine import OrderCheck, RiskEngine, Verdict
-from trader.risk.state import TradingStatus
+from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.base import Costs, Decision, DecisionContext, Strategy
 
 T = TypeVar("T")
@@ -60,6 +64,12 @@ class TickReport:
     refusals: list[tuple[str, Verdict]] = field(default_factory=list)
     equity: Decimal = ZERO
     status: TradingStatus | None = None
+    # For telemetry: the quotes the tick priced with, the marks its equity used, the
+    # drawdown it saw, and the portfolio once booked (None when the tick could not book).
+    quotes: dict[str, Quote] = field(default_factory=dict)
+    marks: dict[str, Decimal] = field(default_factory=dict)
+    drawdown: float = 0.0
+    portfolio: Portfolio | None = None
 
     @property
     def outcome(self) -> str:
@@ -119,6 +129,10 @@ class Engine:
         # One worker per device: inference never runs on the event loop.
         self._inference = inference or ThreadPoolExecutor(1, thread_name_prefix="inference")
         self._log = get_logger("trader.engine")
+        # An external broker trades only once a reconciliation has completed: at start-up
+        # its account may have moved while the daemon was down.
+        self.reconciled = not broker.external
+        self._halted_by: TradingStatus | None = None  # a halt a stage caused this tick
         self._recover(state)
 
     def _recover(self, state: LedgerState) -> None:
@@ -135,6 +149,43 @@ class Engine:
         self._executions: list[Execution] = []  # this tick's, booked when it ends
         self._cursor_moves: dict[str, datetime] = {}
 
+    # --- reconciliation ---------------------------------------------------------------------
+
+    async def reconcile(self, at: datetime) -> ReconcileReport:
+        """Compare the broker's account with the ledger and book what the ledger missed (fills
+        while the daemon was down, orders that ended). Anything unexplained halts trading until
+        a person has looked; a reconciliation that could not finish (the venue unreachable)
+        keeps new orders back until one does. Run it between ticks, never during one."""
+        with log_context(reconcile=at.isoformat()):
+            report = await reconcile_ledger(self.broker, self.ledger, at, in_memory=self.portfolio)
+            try:
+                self._recover(await self.ledger.load())
+            except Exception:
+                self._log.exception("the ledger could not be reloaded after reconciling")
+                report = replace(
+                    report, problems=(*report.problems, "the ledger could not be reloaded")
+                )
+            self.reconciled = report.incomplete is None and not report.problems
+            if report.problems:
+                self._log.error("reconciliation mismatch", summary=report.summary)
+                await self._halt(f"reconciliation: {report.problems[0]}", at)
+            elif report.incomplete is not None:
+                self._log.warning("reconciliation incomplete", summary=report.summary)
+            else:
+                self._log.info("reconciled", summary=report.summary)
+        return report
+
+    async def _halt(self, reason: str, at: datetime) -> None:
+        change = self.risk.halt(reason, at)
+        if change is None:
+            return
+        try:
+            await self.ledger.record_status(change, self.risk.day)
+        except Exception:
+            self._log.exception("the trading state could not be recorded")
+        self._log.warning("trading state", state=str(change.state), reason=change.reason)
+        self.hooks.on_state(change)
+
     # --- the tick ---------------------------------------------------------------------------
 
     async def tick(self, at: datetime) -> TickReport:
@@ -144,6 +195,7 @@ class Engine:
             data = await self._stage(report, "data", lambda: self.market.run(at))
             if data is not None:
                 report.ready = list(data.ready)
+                report.quotes = {s: d.quote for s, d in data.ready.items()}
                 report.skipped = {s: str(r) for s, r in data.skipped.items()}
                 await self._stage(report, "fills", lambda: self._fill_resting(data, at, report))
                 forecasts = await self._stage(
@@ -176,6 +228,13 @@ class Engine:
         began = time.perf_counter()
         try:
             return await work()
+        except BrokerHalt as error:
+            # The venue refuses our credentials: nothing more may be sent until a person
+            # has fixed them. The change is booked with the tick.
+            self._log.error("stage failed", stage=name, reason=str(error))
+            report.failed_stages.append(name)
+            self._halted_by = self.risk.halt(str(error), report.at) or self._halted_by
+            return None
         except Exception:
             self._log.exception("stage failed", stage=name)
             report.failed_stages.append(name)
@@ -337,10 +396,17 @@ class Engine:
         new: list[Order] = []
         resend: list[Order] = []
         for symbol, plan in plans.items():
+            moved = False
             for order in plan.cancels:
                 cancelled = await self.broker.cancel(order, at)
                 if cancelled is not None:
                     executions.append(cancelled)
+                    moved = moved or bool(cancelled.fills)
+            if moved:
+                # A live order filled while being cancelled: the plan was made from a position
+                # that is gone. Nothing new for this symbol until the next tick plans afresh.
+                self._log.info("plan dropped: filled while cancelling", symbol=symbol)
+                continue
             for intent in plan.intents:
                 cid = intent.order.client_order_id
                 status = self._recent.get(cid)
@@ -356,12 +422,23 @@ class Engine:
         for order in resend + new:
             self._unsent.pop(order.client_order_id, None)
             executions.append(await self.broker.submit(order, data.ready[order.symbol].quote, at))
-        for order in list(self._unsent.values()):
-            if order.created_at < at:  # its tick is gone: it will never be sent
-                del self._unsent[order.client_order_id]
-                executions.append(Execution(order.transition(OrderStatus.CANCELED)))
+        executions += await self._forget_unsent(at)
         self._recent = {}  # only the first tick after a restart can meet its own orders
         self._book(executions, report)
+
+    async def _forget_unsent(self, at: datetime) -> list[Execution]:
+        """Orders recorded before a restart whose tick is gone: they will never be sent."""
+        executions = []
+        for order in list(self._unsent.values()):
+            if order.created_at < at:
+                del self._unsent[order.client_order_id]
+                if self.broker.external:
+                    # It may have left before the crash: the broker looks before it cancels.
+                    ended = await self.broker.cancel(order, at)
+                    executions += [ended] if ended is not None else []
+                else:
+                    executions.append(Execution(order.transition(OrderStatus.CANCELED)))
+        return executions
 
     def _admit(
         self,
@@ -373,6 +450,11 @@ class Engine:
         report: TickReport,
     ) -> bool:
         order = intent.order
+        if not self.reconciled and self.risk.state is not TradingState.HALTED:
+            verdict = Verdict(False, "unreconciled", "no complete reconciliation with the broker")
+            report.refusals.append((order.symbol, verdict))
+            self._log.info("order refused", symbol=order.symbol, rule=verdict.rule)
+            return False
         check = OrderCheck(
             order=order,
             price=intent.price,
@@ -397,8 +479,10 @@ class Engine:
         marks = self._marks(data)
         equity = self.portfolio.equity(marks)
         exposure = sum(self._exposures(marks).values(), ZERO)
-        change = self.risk.observe_equity(at, equity)
+        change = self.risk.observe_equity(at, equity) or self._halted_by
+        self._halted_by = None
         report.equity, report.status = equity, self.risk.status
+        report.marks, report.drawdown = marks, self.risk.drawdown(equity)
         record = TickRecord(
             at=at,
             outcome=report.outcome,
@@ -425,9 +509,11 @@ class Engine:
             self.risk.halt("the ledger could not book a tick", at)
             raise
         self.cursor.update(self._cursor_moves)
+        report.portfolio = self.portfolio
         if change is not None:
             self._log.warning("trading state", state=str(change.state), reason=change.reason)
             self.hooks.on_state(change)
 
     def close(self) -> None:
         self._inference.shutdown(wait=True)
+        self.broker.close()

@@ -125,4 +125,22 @@ MIGRATIONS: tuple[str, ...] = (
         reason TEXT NOT NULL
     );
     """,
+    # 3: reconciliation with the broker. Each run's verdict and full report; the venue's
+    # balances when the ledger's account was opened (live), against which later balances are
+    # compared (the daemon may trade with a part of the account only).
+    """
+    CREATE TABLE reconciliations (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        broker TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        report TEXT NOT NULL
+    );
+    CREATE TABLE venue_baseline (
+        asset TEXT PRIMARY KEY,
+        amount TEXT NOT NULL,
+        taken_at TEXT NOT NULL
+    );
+    """,
 )

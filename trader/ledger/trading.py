@@ -122,14 +122,19 @@ _UPSERT_ORDER = """
 
 
 def _write_orders(
-    c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str
+    c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str | Sequence[str]
 ) -> None:
-    """Each order's new state, and an event for it (callers pass only orders that changed)."""
+    """Each order's new state, and an event for it (callers pass only orders that changed);
+    `detail` says why, once for all or one per order."""
     when = time_text(at)
+    details = [detail] * len(orders) if isinstance(detail, str) else detail
     c.executemany(_UPSERT_ORDER, [_order_row(order, at) for order in orders])
     c.executemany(
         "INSERT INTO order_events (client_order_id, at, status, detail) VALUES (?, ?, ?, ?)",
-        [(order.client_order_id, when, order.status.value, detail) for order in orders],
+        [
+            (order.client_order_id, when, order.status.value, why)
+            for order, why in zip(orders, details, strict=True)
+        ],
     )
 
 
@@ -151,6 +156,10 @@ def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio, symbols: Itera
 class TradingLedger:
     def __init__(self, database: Database) -> None:
         self._db = database
+
+    @property
+    def database(self) -> Database:
+        return self._db
 
     async def open(self, currency: str, starting_cash: Decimal) -> LedgerState:
         """The ledger's state, creating the account on first use. An existing account keeps
@@ -238,9 +247,13 @@ class TradingLedger:
 
 
 def _write_executions(
-    c: sqlite3.Connection, executions: Sequence[Execution], portfolio: Portfolio, at: datetime
+    c: sqlite3.Connection,
+    executions: Sequence[Execution],
+    portfolio: Portfolio,
+    at: datetime,
+    detail: str = "execution",
 ) -> None:
-    _write_orders(c, [e.order for e in executions], at, "execution")
+    _write_orders(c, [e.order for e in executions], at, [e.reason or detail for e in executions])
     c.executemany(
         "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [_fill_row(fill) for e in executions for fill in e.fills],

@@ -70,6 +70,16 @@ def point_at(exchange: ccxt.Exchange, base_url: str) -> None:
     exchange.urls["api"] = rewrite(exchange.urls["api"])
 
 
+def retry_after(exchange: ccxt.Exchange) -> float | None:
+    """The Retry-After (seconds) of the exchange's last answer, if it sent one."""
+    headers = getattr(exchange, "last_response_headers", None) or {}
+    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 class CcxtMarketData:
     def __init__(
         self,
@@ -87,12 +97,7 @@ class CcxtMarketData:
         )
 
     def _retry_after(self) -> float | None:
-        headers = getattr(self.exchange, "last_response_headers", None) or {}
-        value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-        try:
-            return float(value) if value is not None else None
-        except ValueError:
-            return None
+        return retry_after(self.exchange)
 
     async def _call(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
         async def attempt() -> T:

@@ -174,3 +174,32 @@ def test_a_fill_in_another_currency_or_without_a_mark_is_refused():
         held.equity({})
     with pytest.raises(DomainError, match="cash"):
         Portfolio("USDT", 10000.0)  # type: ignore[arg-type]
+
+
+def test_a_fee_in_the_base_asset_comes_out_of_the_position_and_counts_at_the_fill_price():
+    portfolio = Portfolio("USDT", START)
+    bought = portfolio.apply(
+        Fill("b", "t1", "SOL/USDT", Side.BUY, Decimal(100), Decimal(1), Decimal("0.001"), "SOL",
+             Liquidity.TAKER, T0)
+    )  # fmt: skip
+    # What the venue holds: 0.999 SOL, and the whole price paid in cash.
+    assert bought.amount("SOL/USDT") == Decimal("0.999")
+    assert bought.cash == START - 100
+    assert bought.fees_paid == Decimal("0.1")
+    assert bought.equity({"SOL/USDT": Decimal(100)}) == START - Decimal("0.1")
+    sold = bought.apply(
+        Fill("s", "t2", "SOL/USDT", Side.SELL, Decimal(110), Decimal("0.999"), Decimal("0.10989"),
+             "USDT", Liquidity.TAKER, T0)
+    )  # fmt: skip
+    assert sold.positions == {}
+    assert sold.realized_pnl["SOL/USDT"] == Decimal("9.99")
+    assert sold.fees_paid == Decimal("0.20989")
+    # start + realised - fees: every unit of equity explained, exactly.
+    assert sold.cash == START + Decimal("9.99") - Decimal("0.20989")
+    # A rebate in the base asset adds to the position.
+    rebated = portfolio.apply(
+        Fill("r", "t3", "SOL/USDT", Side.BUY, Decimal(100), Decimal(1), Decimal("-0.001"), "SOL",
+             Liquidity.MAKER, T0)
+    )  # fmt: skip
+    assert rebated.amount("SOL/USDT") == Decimal("1.001")
+    assert rebated.fees_paid == Decimal("-0.1")

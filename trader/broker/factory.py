@@ -1,0 +1,92 @@
+"""The broker `broker.mode` asks for, and the cash the ledger's account starts with.
+
+Paper: the paper broker, with `broker.starting_cash`. Live: the live broker on the market
+data's ccxt client, once the instance locks are taken; when the ledger's account is opened,
+the venue's balances become the baseline reconciliation compares against, and the account
+starts with the capital cap's share of the venue's cash. A ledger belongs to one mode for
+good: a paper ledger never turns live, nor a live one paper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+
+from trader.broker.paper import PaperBroker
+from trader.broker.protocol import Broker
+from trader.broker.safety import StartRefused, take_live_locks, trading_capital
+from trader.config.schema import Settings
+from trader.domain import Instrument, decimal_from_float
+from trader.ledger.database import Database
+from trader.ledger.reconciliation import ReconciliationLedger
+from trader.logging import get_logger
+from trader.market.feed import MarketData
+from trader.market.retry import RetryPolicy
+
+
+async def build_broker(
+    settings: Settings,
+    feed: MarketData,
+    instruments: Mapping[str, Instrument],
+    database: Database,
+    now: datetime,
+) -> tuple[Broker, Decimal]:
+    """The broker, and the cash a new ledger account starts with."""
+    ledger = ReconciliationLedger(database)
+    baseline = await ledger.baseline()
+    where = settings.ledger.path
+    if settings.broker.mode == "paper":
+        if baseline is not None:
+            raise StartRefused(
+                f"ledger {where} records a live account: paper trading needs a ledger of its "
+                "own (set ledger.path)"
+            )
+        return PaperBroker(settings.broker, instruments), settings.broker.starting_cash
+    exchange = getattr(feed, "exchange", None)
+    if exchange is None:
+        raise StartRefused("live trading needs the exchange's market data (not a replay)")
+    if baseline is None and await ledger.has_account():
+        raise StartRefused(
+            f"ledger {where} records a paper account: live trading needs a ledger of its own "
+            "(set ledger.path)"
+        )
+    import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads only for live
+
+    from trader.broker.live import LiveBroker  # noqa: PLC0415
+    from trader.broker.venue_errors import classify  # noqa: PLC0415
+
+    locks = take_live_locks(settings, sorted(instruments), now)
+    try:
+        if baseline is None:
+            try:
+                balances = await exchange.fetch_balance()
+            except ccxt.BaseError as error:
+                raise StartRefused(
+                    f"the venue's balances are needed once, when a live ledger is opened, and "
+                    f"could not be read: {classify(error).label}: {classify(error).detail}"
+                ) from error
+            baseline = {
+                str(asset): decimal_from_float(float(value))
+                for asset, value in (balances.get("total") or {}).items()
+                if isinstance(value, int | float)
+            }
+            await ledger.set_baseline(baseline, now)
+            get_logger("trader.broker").info(
+                "venue baseline taken", **{k: str(v) for k, v in sorted(baseline.items())}
+            )
+        cash = baseline.get(settings.broker.currency, Decimal(0))
+        broker = LiveBroker(
+            exchange,
+            settings.broker,
+            instruments,
+            retry=RetryPolicy(
+                attempts=settings.exchange.retry_attempts,
+                max_delay_s=settings.exchange.retry_max_delay_s,
+            ),
+            locks=locks,
+        )
+    except BaseException:
+        locks.release()
+        raise
+    return broker, trading_capital(settings, cash)

@@ -1,0 +1,84 @@
+"""What a failed exchange call means for an order: ccxt's errors, each mapped once.
+
+The question that matters after sending is whether the venue may have acted on the request.
+Only answers that say it did not (refused before processing, or rejected on its merits) let
+the broker conclude anything; everything else (a timeout, a dropped connection, a 5xx, an
+answer that cannot be read) leaves the outcome UNKNOWN, to be settled by looking the order up
+by its client id, never by sending it again blindly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+import ccxt.async_support as ccxt
+
+from trader.broker.protocol import BrokerHalt
+
+__all__ = ["BrokerHalt", "Classified", "Meaning", "classify"]
+
+
+_URL = re.compile(r"\w+://\S+")
+
+
+class Meaning(StrEnum):
+    UNKNOWN = "unknown"  # may have taken effect: look it up
+    REFUSED = "refused"  # not processed (rate limited, stale timestamp): may be retried
+    REJECTED = "rejected"  # not processed, and retrying will not help
+    EXISTS = "exists"  # the venue already has an order with this client id
+    NOT_FOUND = "not_found"  # the venue does not know the order (now)
+    HALT = "halt"  # the keys do not work: nothing more may be sent
+
+
+@dataclass(frozen=True)
+class Classified:
+    meaning: Meaning
+    label: str  # a bounded label for logs and metrics
+    detail: str  # the venue's message, shortened; never holds request parameters
+    pause: bool = False  # the venue is down or asked us to back off: stop sending a while
+
+
+def _detail(error: BaseException) -> str:
+    # ccxt messages start with the exchange id and may quote a URL with its signed query:
+    # keep the venue's JSON answer where there is one (it holds no secret), else the message
+    # with every URL taken out.
+    text = str(error)
+    brace = text.find("{")
+    if brace >= 0:
+        return text[brace:][:200]
+    plain = _URL.sub("<url>", text).strip()
+    return f"{type(error).__name__}: {plain}"[:200] if plain else type(error).__name__
+
+
+# (what ccxt raised, what it means, its label, whether to pause), first match wins: in ccxt
+# DuplicateOrderId and OrderNotFound are InvalidOrders, and the network errors' subclasses
+# must come before NetworkError itself.
+_Kinds = type[BaseException] | tuple[type[BaseException], ...]
+_TABLE: tuple[tuple[_Kinds, Meaning, str, bool], ...] = (
+    (ccxt.AuthenticationError, Meaning.HALT, "authentication", False),  # PermissionDenied too
+    (ccxt.DuplicateOrderId, Meaning.EXISTS, "duplicate_id", False),
+    (ccxt.OrderNotFound, Meaning.NOT_FOUND, "not_found", False),
+    (ccxt.InsufficientFunds, Meaning.REJECTED, "insufficient_funds", False),
+    ((ccxt.InvalidOrder, ccxt.BadRequest), Meaning.REJECTED, "invalid_order", False),
+    ((ccxt.RateLimitExceeded, ccxt.DDoSProtection), Meaning.REFUSED, "rate_limited", True),
+    (ccxt.InvalidNonce, Meaning.REFUSED, "stale_timestamp", False),  # outside the recvWindow
+    (ccxt.ExchangeNotAvailable, Meaning.UNKNOWN, "exchange_down", True),  # 5xx, maintenance
+    (ccxt.RequestTimeout, Meaning.UNKNOWN, "timeout", False),
+    (ccxt.NetworkError, Meaning.UNKNOWN, "network", False),
+    (ccxt.BadResponse, Meaning.UNKNOWN, "bad_answer", False),
+    (ccxt.OperationFailed, Meaning.UNKNOWN, "venue_error", True),  # -1001 internal error
+    (ccxt.BaseError, Meaning.UNKNOWN, "exchange_error", False),
+)  # fmt: skip
+
+
+def classify(error: BaseException) -> Classified:
+    detail = _detail(error)
+    # Binance answers a reused open client id with -2010, which ccxt maps to InvalidOrder.
+    if "Duplicate order sent" in str(error):
+        return Classified(Meaning.EXISTS, "duplicate_id", detail)
+    for kinds, meaning, label, pause in _TABLE:
+        if isinstance(error, kinds):
+            return Classified(meaning, label, detail, pause)
+    return Classified(Meaning.UNKNOWN, "error", type(error).__name__)
