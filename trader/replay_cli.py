@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trader.config import LoadedSettings
-from trader.market.replay import ReplayDataError, read_recording
+from trader.market.replay import RecordingsRequestError, ReplayDataError, read_recordings
 from trader.service import EX_DATAERR, ReplayRequest, Service
 
 
@@ -22,23 +22,16 @@ def run_replay_command(
     speed: float | None,
     max_ticks: int | None,
 ) -> int:
-    if symbols and len(symbols) != len(files):
-        sys.stderr.write("trader run: give one --symbol per --replay file, or none\n")
-        return 2
     if speed is not None and not speed > 0:
         sys.stderr.write("trader run: --speed must be positive\n")
         return 2
     try:
-        recordings = [
-            read_recording(path, symbols[i] if symbols else None) for i, path in enumerate(files)
-        ]
+        recordings = read_recordings(files, symbols)
+    except RecordingsRequestError as error:
+        sys.stderr.write(f"trader run: {error} (--replay FILE, --symbol NAME)\n")
+        return 2
     except ReplayDataError as error:
         sys.stderr.write(f"trader run: {error}\n")
         return EX_DATAERR
-    names = [r.symbol for r in recordings]
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
-        sys.stderr.write(f"trader run: more than one file for {', '.join(duplicated)}\n")
-        return 2
     request = ReplayRequest({r.symbol: r for r in recordings}, speed, max_ticks)
     return asyncio.run(Service(loaded, replay=request).run())

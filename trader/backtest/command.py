@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,24 +67,20 @@ class _Refused(Exception):
 
 
 def _recordings(args: argparse.Namespace) -> list[Recording]:
-    from trader.market.replay import ReplayDataError, read_recording  # noqa: PLC0415
+    from trader.market.replay import (  # noqa: PLC0415
+        RecordingsRequestError,
+        ReplayDataError,
+        read_recordings,
+    )
 
-    files: Sequence[Path] = args.data
-    symbols: Sequence[str] | None = args.symbol
-    if symbols and len(symbols) != len(files):
-        raise _Refused(EX_USAGE, "give one --symbol per --data file, or none")
     if args.begin and args.end and args.begin > args.end:
         raise _Refused(EX_USAGE, "--from is after --to")
     try:
-        recordings = [
-            read_recording(path, symbols[i] if symbols else None) for i, path in enumerate(files)
-        ]
+        return read_recordings(args.data, args.symbol)
+    except RecordingsRequestError as error:
+        raise _Refused(EX_USAGE, f"{error} (--data FILE, --symbol NAME)") from None
     except ReplayDataError as error:
         raise _Refused(EX_DATAERR, str(error)) from None
-    names = [r.symbol for r in recordings]
-    if len(set(names)) != len(names):
-        raise _Refused(EX_USAGE, f"one file per symbol, got {', '.join(names)}")
-    return recordings
 
 
 def run_backtest_command(settings: Settings, args: argparse.Namespace) -> int:

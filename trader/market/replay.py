@@ -214,5 +214,24 @@ class ReplayMarketData:
         return None
 
 
+class RecordingsRequestError(ValueError):
+    """The files and symbols asked for do not pair up (a usage error, not bad data)."""
+
+
+def read_recordings(files: Sequence[Path], symbols: Sequence[str] | None = None) -> list[Recording]:
+    """One recording per file, with one symbol per file (or each file's own name), and never
+    two files for one symbol."""
+    if symbols and len(symbols) != len(files):
+        raise RecordingsRequestError("give one symbol per file, or none")
+    recordings = [
+        read_recording(path, symbols[i] if symbols else None) for i, path in enumerate(files)
+    ]
+    names = [r.symbol for r in recordings]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise RecordingsRequestError(f"more than one file for {', '.join(duplicated)}")
+    return recordings
+
+
 def first_bar_time(recordings: Mapping[str, Recording]) -> datetime:
     return from_epoch_ms(min(rec.rows[0][0] for rec in recordings.values() if rec.rows))

@@ -245,8 +245,8 @@ class Metrics:
             self.orders.labels(order.symbol, order.side.value, order.status.value).inc()
         for fill in report.fills:
             self.fills.labels(fill.symbol, fill.side.value).inc()
-            if fill.fee > 0:
-                self.fees.inc(_number(fill.fee))
+            if fill.quote_fee > 0:  # a fee in the base asset counts at the fill's price
+                self.fees.inc(_number(fill.quote_fee))
         for symbol, quote in report.quotes.items():
             self.observe_quote(symbol, quote, report.at)
         if report.portfolio is not None:

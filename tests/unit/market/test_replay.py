@@ -15,7 +15,14 @@ from trader.config.schema import MarketSettings
 from trader.domain import QuoteSource, Timeframe, from_epoch_ms
 from trader.market.hygiene import parse_row
 from trader.market.quotes import FixedSpread
-from trader.market.replay import ReplayDataError, ReplayMarketData, read_recording, symbol_from_name
+from trader.market.replay import (
+    RecordingsRequestError,
+    ReplayDataError,
+    ReplayMarketData,
+    read_recording,
+    read_recordings,
+    symbol_from_name,
+)
 from trader.market.step import MarketDataStep
 
 FILES = {
@@ -65,6 +72,25 @@ def test_a_symbol_is_read_from_the_file_name_or_must_be_given(tmp_path):
     path.write_text("timestamps,open,high,low,close,volume\n2024-01-01 00:00:00,1,1,1,1,1\n")
     with pytest.raises(ReplayDataError, match="cannot tell the symbol"):
         read_recording(path)
+
+
+def test_files_and_symbols_pair_up_one_file_per_symbol(tmp_path):
+    row = "timestamps,open,high,low,close,volume\n" + "".join(
+        f"2024-01-01 0{h}:00:00,1,1,1,1,1\n" for h in range(3)
+    )
+    a, b = tmp_path / "SOLUSDT_1h.csv", tmp_path / "sol-usdt-copy_1h.csv"
+    a.write_text(row)
+    b.write_text(row)
+    assert [r.symbol for r in read_recordings([a, b], ["SOL/USDT", "BTC/USDT"])] == [
+        "SOL/USDT",
+        "BTC/USDT",
+    ]
+    with pytest.raises(RecordingsRequestError, match="one symbol per file"):
+        read_recordings([a, b], ["SOL/USDT"])
+    with pytest.raises(RecordingsRequestError, match="more than one file for SOL/USDT"):
+        read_recordings([a, a])
+    with pytest.raises(RecordingsRequestError, match="more than one file for ETH/USDT"):
+        read_recordings([a, b], ["ETH/USDT", "ETH/USDT"])
 
 
 def test_epoch_milliseconds_and_other_spellings_are_read(tmp_path):

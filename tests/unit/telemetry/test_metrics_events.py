@@ -86,6 +86,15 @@ def filled_order() -> tuple[Order, Fill]:
     return order.with_fill(fill), fill
 
 
+def test_a_fee_charged_in_the_base_asset_counts_in_cash_at_the_fill_price():
+    metrics = Metrics(CollectorRegistry(), ["SOL/USDT"])
+    order, _ = filled_order()
+    fill = Fill("f2", order.client_order_id, "SOL/USDT", Side.BUY, Decimal(100), Decimal(2),
+                Decimal("0.002"), "SOL", Liquidity.TAKER, T0)  # fmt: skip
+    metrics.observe_tick(TickReport(T0, timings={}, orders=[], fills=[fill]))
+    assert value(metrics.registry, "trader_fees_paid_total") == pytest.approx(0.2)
+
+
 def test_every_required_metric_is_exposed_before_anything_happened():
     metrics = Metrics(CollectorRegistry(), ["SOL/USDT", "BTC/USDT"])
     metrics.prepare_models([("toto", "cpu", "eager")])
