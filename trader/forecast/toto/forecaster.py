@@ -13,6 +13,7 @@ forecast.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -143,9 +144,7 @@ class TotoForecaster(RuntimeForecaster):
         )  # fmt: skip
         with self._precision():
             if self.runtime.compiling:
-                # A backed batch size still gets a graph of its own at 1 (inductor guards
-                # on it when it lays out strides); an unbacked one never specialises.
-                torch._dynamo.decorators.mark_unbacked(scaled, 0)
+                _unbacked_batch((scaled, 0))
             head, keys, values = self._prefill(scaled)
         b, v = series.shape[:2]
         # The first patch needs no decoding: every path draws from the context's head.
@@ -191,12 +190,17 @@ class TotoForecaster(RuntimeForecaster):
         decoded_v = torch.zeros_like(decoded_k)
         drawn = [first]
         current = first
+        if self.runtime.compiling:
+            _unbacked_batch((context_keys, 1), (context_values, 1), (decoded_k, 1), (decoded_v, 1))
         for step in range(patches - 1):
             scaled, loc, scale, state = scale_patch(current.reshape(b * s, v, p), state, p)
             index = torch.tensor(step, device=self.device)
+            paths = scaled.view(b, s, v, p)
+            if self.runtime.compiling:
+                _unbacked_batch((paths, 0))
             with self._precision():
                 head, new_k, new_v = self._decode(
-                    scaled.view(b, s, v, p),
+                    paths,
                     context_keys,
                     context_values,
                     decoded_k,
@@ -212,6 +216,20 @@ class TotoForecaster(RuntimeForecaster):
             current = replace_extreme(draw * scale + loc)
             drawn.append(current)
         return torch.cat(drawn, dim=-1)
+
+
+def _unbacked_batch(*dimensions: tuple[torch.Tensor, int]) -> None:
+    """Mark the symbols' dimension of a compiled call's inputs unbacked: a backed batch size
+    still gets a graph of its own at 1 (inductor guards on it when it lays out the strides of
+    a reshape), an unbacked one never specialises. One shared symbol where torch supports it
+    (`shape_id`, torch >= 2.9), so the inputs' batch sizes are known to be equal."""
+    mark = torch._dynamo.decorators.mark_unbacked
+    shared = "shape_id" in inspect.signature(mark).parameters
+    for tensor, dim in dimensions:
+        if shared:
+            mark(tensor, dim, shape_id="symbols")
+        else:
+            mark(tensor, dim)
 
 
 def _shape_oblivious(compiled: Callable[..., Any]) -> Callable[..., Any]:
