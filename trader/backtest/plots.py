@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from trader.backtest.quality import Quality
 from trader.backtest.stats import drawdown_series
@@ -63,8 +63,9 @@ def equity_plot(
     plain = FuncFormatter(lambda value, _: f"{value:g}")
     top.yaxis.set_major_formatter(plain)
     low, high = top.get_ylim()
-    if high / low < 3:  # a narrow range: the minor ticks are the readable labels
-        top.yaxis.set_minor_formatter(plain)
+    if high / low < 3:  # a narrow range: round linear steps (a decade's ticks would miss it)
+        top.yaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 5, 10]))
+        top.yaxis.set_minor_formatter(NullFormatter())
     else:  # labels at 1, 2, 5 of each decade
         top.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         top.yaxis.set_minor_formatter(NullFormatter())
