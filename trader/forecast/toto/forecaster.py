@@ -190,14 +190,18 @@ class TotoForecaster(RuntimeForecaster):
         decoded_v = torch.zeros_like(decoded_k)
         drawn = [first]
         current = first
-        if self.runtime.compiling:
-            _unbacked_batch((context_keys, 1), (context_values, 1), (decoded_k, 1), (decoded_v, 1))
         for step in range(patches - 1):
             scaled, loc, scale, state = scale_patch(current.reshape(b * s, v, p), state, p)
             index = torch.tensor(step, device=self.device)
             paths = scaled.view(b, s, v, p)
             if self.runtime.compiling:
-                _unbacked_batch((paths, 0))
+                _unbacked_batch(
+                    (paths, 0),
+                    (context_keys, 1),
+                    (context_values, 1),
+                    (decoded_k, 1),
+                    (decoded_v, 1),
+                )
             with self._precision():
                 head, new_k, new_v = self._decode(
                     paths,
@@ -222,14 +226,15 @@ def _unbacked_batch(*dimensions: tuple[torch.Tensor, int]) -> None:
     """Mark the symbols' dimension of a compiled call's inputs unbacked: a backed batch size
     still gets a graph of its own at 1 (inductor guards on it when it lays out the strides of
     a reshape), an unbacked one never specialises. One shared symbol where torch supports it
-    (`shape_id`, torch >= 2.9), so the inputs' batch sizes are known to be equal."""
+    (`shape_id`); an older torch would give each input a symbol of its own, which tracing
+    cannot prove equal, so there several inputs stay backed (a batch of 1 may then cost one
+    counted recompile)."""
     mark = torch._dynamo.decorators.mark_unbacked
-    shared = "shape_id" in inspect.signature(mark).parameters
-    for tensor, dim in dimensions:
-        if shared:
+    if "shape_id" in inspect.signature(mark).parameters:
+        for tensor, dim in dimensions:
             mark(tensor, dim, shape_id="symbols")
-        else:
-            mark(tensor, dim)
+    elif len(dimensions) == 1:
+        mark(*dimensions[0])
 
 
 def _shape_oblivious(compiled: Callable[..., Any]) -> Callable[..., Any]:
