@@ -65,11 +65,9 @@ def equity_plot(
     low, high = top.get_ylim()
     if high / low < 3:  # a narrow range: round linear steps (a decade's ticks would miss it)
         top.yaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 5, 10]))
-        top.yaxis.set_minor_formatter(NullFormatter())
     else:  # labels at 1, 2, 5 of each decade
         top.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        top.yaxis.set_minor_formatter(NullFormatter())
-    top.tick_params(axis="y", which="minor", labelsize=8)
+    top.yaxis.set_minor_formatter(NullFormatter())
     top.axhline(1.0, color="#999999", linewidth=0.8)
     top.set_ylabel("growth of 1 (log scale)")
     top.set_title(title)

@@ -34,6 +34,11 @@ from trader.forecast.toto.scaler import ScalerState, scale_context, scale_patch
 
 # Decode buffers per chunk of sample paths stay under this many bytes.
 DECODE_BUDGET_BYTES = 256 * 2**20
+# Whether this torch can tie unbacked sizes of several inputs to one symbol (read once: the
+# check runs on the decode path).
+_SHARED_UNBACKED = (
+    "shape_id" in inspect.signature(torch._dynamo.decorators.mark_unbacked).parameters
+)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -230,7 +235,7 @@ def _unbacked_batch(*dimensions: tuple[torch.Tensor, int]) -> None:
     cannot prove equal, so there several inputs stay backed (a batch of 1 may then cost one
     counted recompile)."""
     mark = torch._dynamo.decorators.mark_unbacked
-    if "shape_id" in inspect.signature(mark).parameters:
+    if _SHARED_UNBACKED:
         for tensor, dim in dimensions:
             mark(tensor, dim, shape_id="symbols")
     elif len(dimensions) == 1:
