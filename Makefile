@@ -41,7 +41,7 @@ $(RUNTIME): pyproject.toml
 	$(PIP) install -e .
 	@touch $@
 
-REFERENCE_MODELS := toto-ts==0.2.0 kronos-model-arch==0.1.0
+REFERENCE_MODELS := toto-ts==0.2.0 kronos-model-arch==0.1.0 gluonts==0.17.0
 
 $(DEV): $(RUNTIME) requirements/reference.txt
 	$(PIP) install -e '.[dev]' -r requirements/reference.txt
