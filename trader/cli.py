@@ -17,6 +17,7 @@ from trader.config.render import show_json, show_text, template
 from trader.doctor.parser import add_doctor_parser
 from trader.domain import Timeframe
 from trader.logging import configure_logging
+from trader.market.file_options import add_reading_options, reading_options
 from trader.reconcile_cli import add_reconcile_parser
 from trader.sandbox_cli import add_sandbox_parser
 from trader.service import EX_CONFIG, Service
@@ -40,7 +41,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.replay:
         from trader.replay_cli import run_replay_command  # noqa: PLC0415 - only replay needs it
 
-        return run_replay_command(loaded, args.replay, args.symbol, args.speed, args.max_ticks)
+        return run_replay_command(
+            loaded, args.replay, args.symbol, args.speed, args.max_ticks, reading_options(args)
+        )
     return asyncio.run(Service(loaded).run())
 
 
@@ -101,6 +104,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             tokenizer=args.tokenizer,
             download=args.download,
             as_json=args.json,
+            reading=reading_options(args),
         ),
     )
 
@@ -197,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--speed", type=float, help="replay at this multiple of real time (default: at once)"
     )
     run.add_argument("--max-ticks", type=int, help="stop after this many ticks")
-    run.set_defaults(handler=cmd_run)
+    add_reading_options(run).set_defaults(handler=cmd_run)
 
     fetch = verbs.add_parser(
         "download", parents=[common], help="bar history to Parquet (resumable, rate-limited)"
@@ -229,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     forecast.add_argument("--seed", type=int, help="sampler seed")
     forecast.add_argument("--device", help="auto, cpu, cuda or cuda:N")
     forecast.add_argument("--json", action="store_true", help="print JSON")
-    forecast.set_defaults(handler=cmd_forecast)
+    add_reading_options(forecast).set_defaults(handler=cmd_forecast)
 
     add_backtest_parser(verbs, common).set_defaults(handler=cmd_backtest)
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trader.config import LoadedSettings
+from trader.market.files import ReadOptions
 from trader.market.replay import RecordingsRequestError, ReplayDataError, read_recordings
 from trader.service import EX_DATAERR, ReplayRequest, Service
 
@@ -21,12 +22,13 @@ def run_replay_command(
     symbols: Sequence[str] | None,
     speed: float | None,
     max_ticks: int | None,
+    options: ReadOptions,
 ) -> int:
     if speed is not None and not speed > 0:
         sys.stderr.write("trader run: --speed must be positive\n")
         return 2
     try:
-        recordings = read_recordings(files, symbols)
+        recordings = read_recordings(files, symbols, options)
     except RecordingsRequestError as error:
         sys.stderr.write(f"trader run: {error} (--replay FILE, --symbol NAME)\n")
         return 2

@@ -17,7 +17,7 @@ from trader.broker.factory import build_broker
 from trader.clock import Clock, SimulatedClock, WallClock
 from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
-from trader.domain import Instrument, Timeframe, from_epoch_ms
+from trader.domain import Instrument, Timeframe, from_epoch_ms, quote_currency
 from trader.engine.pipeline import Engine, EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
@@ -28,10 +28,14 @@ from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
 from trader.market.feed import MarketData
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
+from trader.market.calendar import TradingCalendar
+from trader.market.calendars import CONTINUOUS
 from trader.market.replay import Recording, ReplayMarketData
+from trader.market.replay_calendars import ReplayCalendars, replay_calendars
 from trader.market.retry import RetryPolicy
 from trader.market.step import MarketDataStep
-from trader.risk.engine import RiskEngine
+from trader.market.symbol_calendars import SymbolCalendars
+from trader.risk.engine import HaltPolicy, RiskEngine
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.select import strategies_for
 
@@ -104,12 +108,17 @@ async def build_engine(
     hooks: EngineHooks | None = None,
     inference: Executor | None = None,
     start_market: bool = True,
+    halt_policy: HaltPolicy = "wait",
+    calendars: SymbolCalendars | None = None,
 ) -> Engine:
     """Every part of the engine, recovered from the ledger at `database`. With
     `start_market=False` the caller starts `engine.market` itself (the daemon does, after
     reconciling, and keeps trying while the exchange is unreachable)."""
     market = MarketDataStep(
-        feed, settings.market, store=BarStore(database, keep=settings.market.context_bars * 2)
+        feed,
+        settings.market,
+        store=BarStore(database, keep=settings.market.context_bars * 2),
+        calendars=calendars,
     )
     instruments: Mapping[str, Instrument] = FeedInstruments(feed, settings.market.symbols)
     if start_market:
@@ -130,6 +139,7 @@ async def build_engine(
         max_quote_age=timedelta(seconds=settings.market.max_quote_age_s),
         status=state.status or TradingStatus(TradingState.ACTIVE, "started", now),
         day=state.day,
+        halt_policy=halt_policy,
     )
     return Engine(
         settings=settings,
@@ -155,35 +165,56 @@ class ReplaySummary:
     equity: Decimal
 
 
-def tick_times(recordings: Mapping[str, Recording], context: int) -> list[datetime]:
-    """Bar close times once every symbol could have a full window: the replay's ticks."""
+def tick_times(
+    recordings: Mapping[str, Recording], context: int, calendars: Mapping[str, TradingCalendar]
+) -> list[datetime]:
+    """The replay's ticks: every close of a bar some symbol's market expects (in its
+    sessions, a bar missing from the file included), from when every symbol could first have
+    a full window to the last recorded close."""
     ends: set[int] = set()
-    first_full = []
-    for recording in recordings.values():
-        step = recording.timeframe.seconds * 1000
+    first_full, last = [], []
+    for symbol, recording in recordings.items():
         starts = recording.starts
-        ends.update(start + step for start in starts)
-        if len(starts) > context:
-            first_full.append(starts[context])
-    begin = max(first_full) if first_full else None
-    return [from_epoch_ms(end) for end in sorted(ends) if begin is not None and end >= begin]
+        if len(starts) < context:
+            return []
+        step = recording.timeframe.seconds * 1000
+        first_full.append(starts[context - 1] + step)
+        last.append(starts[-1] + step)
+        expected = calendars[symbol].bar_starts(recording.timeframe, starts[0], starts[-1] + 1)
+        ends.update((expected + step).tolist())
+    begin, end = max(first_full), max(last)
+    return [from_epoch_ms(t) for t in sorted(ends) if begin <= t <= end]
 
 
 def replay_settings(settings: Settings, recordings: Mapping[str, Recording]) -> Settings:
-    """The settings with the recordings' symbols and timeframe."""
+    """The settings with the recordings' symbols and timeframe, and an account in their quote
+    currency (ValueError for files that cannot share one run)."""
     timeframes = {r.timeframe for r in recordings.values()}
     if len(timeframes) != 1:
         raise ValueError(f"replay files have different timeframes: {sorted(map(str, timeframes))}")
     (timeframe,) = timeframes
+    symbols = list(recordings)
+    currencies = sorted({quote_currency(symbol) for symbol in symbols})
+    if len(currencies) > 1:
+        raise ValueError(
+            f"the symbols {', '.join(symbols)} are quoted in {' and '.join(currencies)}: one "
+            "account holds one currency and no conversion is configured"
+        )
     market = settings.market.model_copy(
-        update={"symbols": list(recordings), "timeframe": Timeframe(timeframe.text).text}
+        update={"symbols": symbols, "timeframe": Timeframe(timeframe.text).text}
     )
-    return settings.model_copy(update={"market": market})
+    chosen = settings.strategy.per_symbol
+    strategy = settings.strategy.model_copy(
+        update={"per_symbol": {s: n for s, n in chosen.items() if s in recordings}}
+    )
+    broker = settings.broker.model_copy(update={"currency": currencies[0]})
+    updated = settings.model_copy(update={"market": market, "strategy": strategy, "broker": broker})
+    return type(settings).model_validate(updated.model_dump())
 
 
 def replay_times(
     settings: Settings,
-    recordings: Mapping[str, Recording],
+    replay: ReplayCalendars,
     last: datetime | None,
     *,
     begin: datetime | None = None,
@@ -192,7 +223,7 @@ def replay_times(
     """The replay's tick times still to run: after the ledger's `last`, inside [begin, end]."""
     return [
         t
-        for t in tick_times(recordings, settings.market.context_bars)
+        for t in tick_times(replay.recordings, settings.market.context_bars, replay.calendars)
         if (last is None or t > last)
         and (begin is None or t >= begin)
         and (end is None or t <= end)
@@ -210,11 +241,12 @@ class Venue:
     clock: Clock
     times: TickTimes
     resume_after: datetime | None  # the ledger's last tick: later ones are still to run
+    calendars: SymbolCalendars  # each symbol's market: which bars to expect, and when
 
 
 def replay_venue(
     settings: Settings,
-    recordings: Mapping[str, Recording],
+    replay: ReplayCalendars,
     times: Sequence[datetime],
     speed: float | None,
     *,
@@ -222,12 +254,24 @@ def replay_venue(
 ) -> Venue:
     """`settings` are the replay's (`replay_settings`); `times` are not empty."""
     clock = SimulatedClock(times[0], speed)
+    recordings = replay.recordings
     rules = Instrument(
         next(iter(recordings)), settings.market.replay_price_step,
         settings.market.replay_amount_step, Decimal(0), settings.market.replay_min_notional,
     )  # fmt: skip
     feed = ReplayMarketData(recordings, clock, spread_model(settings), rules)
-    return Venue("replay", feed, clock, RecordedTicks(times), resume_after)
+    return Venue("replay", feed, clock, RecordedTicks(times), resume_after, replay.calendars)
+
+
+def live_calendars(settings: Settings, now: datetime) -> SymbolCalendars:
+    """Each symbol's calendar by name; `auto` is continuous: ccxt's venues trade crypto around
+    the clock. Raises ValueError for a calendar no library knows."""
+    market = settings.market
+    default = CONTINUOUS if market.calendar == "auto" else market.calendar
+    names = {s: market.calendars.get(s, default) for s in market.symbols}
+    names = {s: CONTINUOUS if n == "auto" else n for s, n in names.items()}
+    timeframe = Timeframe(market.timeframe)
+    return SymbolCalendars.named(names, now, timeframe, market.context_bars * 2)
 
 
 def live_venue(
@@ -238,6 +282,7 @@ def live_venue(
     from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415 - slow
 
     clock = WallClock()
+    calendars = live_calendars(settings, clock.now())
     exchange = settings.exchange
     feed = CcxtMarketData(
         create_exchange(exchange),
@@ -248,8 +293,9 @@ def live_venue(
     times = BarCloseTicks(
         Timeframe(settings.market.timeframe),
         timedelta(seconds=settings.schedule.settle_delay_s),
+        calendars,
     )
-    return Venue("live", feed, clock, times, resume_after)
+    return Venue("live", feed, clock, times, resume_after, calendars)
 
 
 async def run_replay(
@@ -265,25 +311,30 @@ async def run_replay(
     end: datetime | None = None,
     durable: bool = True,
     inference: Executor | None = None,
+    halt_policy: HaltPolicy = "wait",
+    calendars: ReplayCalendars | None = None,
 ) -> ReplaySummary:
     """Drive the engine over `recordings`, resuming after the ledger's last completed tick.
     `begin`/`end` keep the ticks in that span (bars before it still fill the first windows);
     `durable=False` keeps the ledger off the disk's critical path (a backtest's); `inference`
-    runs the forecasters (default: a worker thread)."""
+    runs the forecasters (default: a worker thread); `halt_policy`: what the daily loss limit
+    does (a backtest's `on_halt`; the daemon's halt waits for a person); `calendars`: the
+    recordings' markets, when already worked out (else inferred or built from the settings)."""
     log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
+    replay = calendars or replay_calendars(settings.market, recordings)
     database = await Database.open(settings.ledger.path, durable=durable)
     try:
         last = (
             (await TradingLedger(database).last_tick()) if settings.ledger.path.exists() else None
         )
-        times = replay_times(settings, recordings, last, begin=begin, end=end)
+        times = replay_times(settings, replay, last, begin=begin, end=end)
         if not times:
             return ReplaySummary(0, None, None, last, Decimal(0))
-        venue = replay_venue(settings, recordings, times, speed, resume_after=last)
+        venue = replay_venue(settings, replay, times, speed, resume_after=last)
         engine = await build_engine(
             settings, venue.feed, database, times[0], forecasters=forecasters, hooks=hooks,
-            inference=inference,
+            inference=inference, halt_policy=halt_policy, calendars=venue.calendars,
         )  # fmt: skip
         log.info(
             "replay",

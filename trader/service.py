@@ -61,7 +61,7 @@ from trader.logging import get_logger
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.hygiene import SkipReason, check_quote
 from trader.market.quotes import synthetic_quote
-from trader.market.replay import Recording
+from trader.market.replay_calendars import ReplayCalendars
 from trader.risk.state import TradingState, TradingStatus
 from trader.runner import (
     Venue,
@@ -108,7 +108,7 @@ class StartupFailed(Exception):
 class ReplayRequest:
     """`trader run --replay`: recorded bars instead of an exchange, on a simulated clock."""
 
-    recordings: Mapping[str, Recording]
+    replay: ReplayCalendars  # the recordings, as their markets' calendars read them
     speed: float | None = None  # a multiple of real time; None: as fast as the engine goes
     max_ticks: int | None = None
 
@@ -265,7 +265,7 @@ class Service:
         """The settings as this run uses them (a replay: its recordings' symbols, timeframe)."""
         if self._replay is None:
             return settings
-        return replay_settings(settings, self._replay.recordings)
+        return replay_settings(settings, self._replay.replay.recordings)
 
     def _reload_from_sources(self) -> Settings:
         return self._prepare(load_from_environment(self._loaded.config_file).settings)
@@ -409,7 +409,7 @@ class Service:
         try:
             engine = await build_engine(
                 settings, venue.feed, database, now, forecasters=self._slots, hooks=hooks,
-                inference=worker.executor, start_market=False,
+                inference=worker.executor, start_market=False, calendars=venue.calendars,
             )  # fmt: skip
         except (LedgerError, DomainError) as error:
             worker.shutdown()
@@ -465,11 +465,11 @@ class Service:
                 return live_venue(settings, last, self._on_exchange_error)
             except ValueError as error:
                 raise StartupFailed(EX_CONFIG, "market data", str(error)) from error
-        times = replay_times(settings, self._replay.recordings, last)
+        times = replay_times(settings, self._replay.replay, last)
         if not times:
             return None
         return replay_venue(
-            settings, self._replay.recordings, times, self._replay.speed, resume_after=last
+            settings, self._replay.replay, times, self._replay.speed, resume_after=last
         )
 
     async def _reconcile(self, lock: asyncio.Lock) -> None:
@@ -583,6 +583,10 @@ class Service:
 
     def _after_tick_report(self, report: TickReport) -> None:
         self._last_report = report
+        if self._engine is not None and self.metrics is not None:
+            market = self._engine.market
+            contiguous = {s: w.contiguous for s, w in market.windows.items()}
+            self.metrics.observe_windows(market.missing, contiguous)
         if report.ready:
             self._set_exchange(True, "reachable")
         elif report.skipped and set(report.skipped.values()) == {"exchange_unavailable"}:
@@ -699,7 +703,9 @@ class Service:
             if venue.kind == "replay":
                 problems.append("no tick yet")
         else:
-            problems += [f"{s}: {r}" for s, r in report.skipped.items()]
+            # The data step's words where it has them ("gap: 12 of 16 bars in a row ...").
+            status = self._engine.market.status if self._engine is not None else {}
+            problems += [f"{s}: {status.get(s, r)}" for s, r in report.skipped.items()]
             schedule = self.settings.schedule
             allowed = Timeframe(self.settings.market.timeframe).duration + timedelta(
                 seconds=schedule.settle_delay_s + schedule.misfire_grace_s

@@ -37,6 +37,20 @@ class ExitCosts:
         price = mid * (1 - sign * self.half_spread) * (1 - sign * self.slippage)
         return amount * price - abs(amount) * price * self.taker_fee
 
+    def costs(self, amount: float, mid: float) -> Costs:
+        """What closing `amount` (signed) at `mid` costs, as the cost columns count it."""
+        if not amount:
+            return Costs(0.0, 0.0, 0.0, 0.0)
+        units, sign = abs(amount), (1.0 if amount > 0 else -1.0)
+        touch = mid * (1 - sign * self.half_spread)
+        price = touch * (1 - sign * self.slippage)
+        return Costs(
+            traded_notional=units * price,
+            fees=units * price * self.taker_fee,
+            spread=units * abs(mid - touch),
+            slippage=units * abs(touch - price),
+        )
+
 
 @dataclass(frozen=True)
 class Trade:
@@ -179,6 +193,14 @@ class Costs:
     fees: float
     spread: float  # paid crossing the spread (taker fills), against the mid
     slippage: float  # paid beyond the touch (taker fills)
+
+    def __add__(self, other: Costs) -> Costs:
+        return Costs(
+            self.traded_notional + other.traded_notional,
+            self.fees + other.fees,
+            self.spread + other.spread,
+            self.slippage + other.slippage,
+        )
 
 
 def trading_costs(

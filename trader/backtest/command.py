@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trader.config.schema import Settings
+from trader.market.file_options import add_reading_options, reading_options
 
 if TYPE_CHECKING:
     from trader.market.replay import Recording
@@ -49,6 +50,7 @@ def add_parser(
     add("--from", dest="begin", type=_begin, metavar="D", help="first tick, UTC date or time")
     add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
+    add_reading_options(parser)
     return parser
 
 
@@ -76,7 +78,7 @@ def _recordings(args: argparse.Namespace) -> list[Recording]:
     if args.begin and args.end and args.begin > args.end:
         raise _Refused(EX_USAGE, "--from is after --to")
     try:
-        return read_recordings(args.data, args.symbol)
+        return read_recordings(args.data, args.symbol, reading_options(args))
     except RecordingsRequestError as error:
         raise _Refused(EX_USAGE, f"{error} (--data FILE, --symbol NAME)") from None
     except ReplayDataError as error:

@@ -1,11 +1,12 @@
 """Buy-and-hold, the baseline every strategy is measured against.
 
-All of the starting cash buys the symbol at the first tick's ask, with the paper broker's
-slippage and taker fee; the position is marked at each close (the mid) and sold at the last
-tick's bid, again with slippage and the fee. With closes c_1 .. c_N, half-spreads h, slippage s
-and fee f, its total return is
+All of the starting cash buys the symbol at the ask of the first tick the strategies could
+trade it (so both cover the same ticks), with the paper broker's slippage and taker fee; the
+position is marked at each close (the mid) and sold at the last tick's bid, again with
+slippage and the fee. With closes c_k .. c_N from that tick k, half-spreads h, slippage s and
+fee f, its total return is
 
-    c_N (1 - h_N)(1 - s)(1 - f) / (c_1 (1 + h_1)(1 + s)(1 + f)) - 1.
+    c_N (1 - h_N)(1 - s)(1 - f) / (c_k (1 + h_k)(1 + s)(1 + f)) - 1.
 """
 
 from __future__ import annotations
@@ -20,26 +21,30 @@ from trader.backtest.activity import Costs, ExitCosts
 @dataclass(frozen=True)
 class Holding:
     equity: np.ndarray  # E_0 .. E_N, the last after selling
-    units: float
+    position: np.ndarray  # units held after each tick
     costs: Costs
 
 
 def buy_and_hold(
-    closes: np.ndarray, starting_cash: float, entry_half_spread: float, exit_costs: ExitCosts
+    closes: np.ndarray,
+    starting_cash: float,
+    entry_half_spread: float,
+    exit_costs: ExitCosts,
+    start: int = 0,
 ) -> Holding:
-    """Buy-and-hold over closes c_1 .. c_N at the ticks."""
-    first, last = float(closes[0]), float(closes[-1])
+    """Buy-and-hold over closes c_1 .. c_N at the ticks, bought at tick `start` (0-based)."""
+    first, last = float(closes[start]), float(closes[-1])
     ask = first * (1 + entry_half_spread)
     entry = ask * (1 + exit_costs.slippage)
     units = starting_cash / (entry * (1 + exit_costs.taker_fee))
-    equity = np.concatenate([[starting_cash], units * np.asarray(closes, dtype=np.float64)])
+    position = np.where(np.arange(len(closes)) >= start, units, 0.0)
+    marked = np.where(position > 0, position * np.asarray(closes, dtype=np.float64), starting_cash)
+    equity = np.concatenate([[starting_cash], marked])
     equity[-1] = exit_costs.proceeds(units, last)
-    bid = last * (1 - exit_costs.half_spread)
-    exit_ = bid * (1 - exit_costs.slippage)
-    costs = Costs(
-        traded_notional=units * (entry + exit_),
-        fees=units * (entry + exit_) * exit_costs.taker_fee,
-        spread=units * ((ask - first) + (last - bid)),
-        slippage=units * ((entry - ask) + (bid - exit_)),
+    buying = Costs(
+        traded_notional=units * entry,
+        fees=units * entry * exit_costs.taker_fee,
+        spread=units * (ask - first),
+        slippage=units * (entry - ask),
     )
-    return Holding(equity, units, costs)
+    return Holding(equity, position, buying + exit_costs.costs(units, last))

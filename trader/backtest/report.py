@@ -22,6 +22,7 @@ from trader.backtest.document import (
     page,
     text_table,
 )
+from trader.backtest.findings import findings, run_failed
 from trader.backtest.plots import band_plot, calibration_plot, equity_plot
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, Backtest, Line
 from trader.backtest.stats import __doc__ as FORMULAS
@@ -85,55 +86,40 @@ def _ordered(lines: Sequence[Line]) -> list[Line]:
 
 
 def terminal_summary(result: Backtest) -> str:
+    """The table, after what must be read first (skips, failures, halts) and the data's
+    calendars: a reader who stops after a few lines still knows what went wrong."""
     first, last = int(result.ticks_ms[0]), int(result.ticks_ms[-1])
     ann = result.annualisation
-    head = (
+    found = findings(result)
+    lines = []
+    if found:
+        failing = run_failed(found)
+        lines.append(
+            "READ THIS FIRST"
+            + (
+                " (the run did not do what was asked: exit 1 unless --allow-skips)"
+                if failing
+                else ""
+            )
+        )
+        lines += [f"  {'!' if f.fails else '-'} {f.text}" for f in found]
+    lines.append(
         f"backtest {', '.join(result.symbols)} {result.settings.market.timeframe} "
-        f"{_when(first)} .. {_when(last)} ({len(result.ticks_ms):,} bars), "
+        f"{_when(first)} .. {_when(last)} ({len(result.ticks_ms):,} ticks), "
         f"model {_models(result)}; Sharpe/Sortino annualised with {ann.periods_per_year:,.1f} "
-        f"bars a year ({ann.calendar})\n"
+        f"bars a year ({ann.calendar})"
     )
-    notes = [f"  {note}" for note in _notes(result)]
+    lines += [f"  {note}" for note in result.notes]
     return (
-        head
+        "\n".join(lines)
+        + "\n"
         + text_table(comparison(result))
         + "* drawdown not recovered by the end\n"
-        + ("\n".join(notes) + "\n" if notes else "")
     )
 
 
 def _models(result: Backtest) -> str:
-    return ", ".join(use.model for use in result.cache)
-
-
-def _notes(result: Backtest) -> list[str]:
-    """What a reader must know to trust the table."""
-    notes = []
-    for strategy, run in result.runs.items():
-        halts = [s for s in run.states if s.state == "halted"]
-        if halts:
-            first = halts[0]
-            notes.append(
-                f"{strategy}: trading HALTED at {first.at:%Y-%m-%d %H:%M} ({first.reason}); "
-                "a halt lasts until a person resumes it, so it opened nothing afterwards"
-            )
-        if not run.fills and run.refusals:
-            rules = ", ".join(f"{rule} ({n:,})" for rule, n in sorted(run.refusals.items()))
-            notes.append(
-                f"{strategy}: never traded: the risk checks refused every order it wanted, by "
-                f"{rules} (min_edge: the forecast move did not clear fees, spread and "
-                "risk.min_edge_bps)"
-            )
-        failed = run.outcomes.get("failed", 0) + run.outcomes.get("degraded", 0)
-        if failed:
-            notes.append(f"{strategy}: {failed} ticks failed or degraded (see its ledger)")
-    for use in result.cache:
-        if use.live:
-            notes.append(
-                f"{use.model}: {use.live} forecasts were not in the cache and were made "
-                "during the run (the engine saw bars the recording's windows do not match)"
-            )
-    return notes
+    return ", ".join(use.model for use in result.cache) or "none (buy-and-hold only)"
 
 
 def _parameters(result: Backtest) -> str:
@@ -144,7 +130,10 @@ def _parameters(result: Backtest) -> str:
             include={
                 "timeframe",
                 "context_bars",
-                "allow_gaps",
+                "calendar",
+                "calendars",
+                "gap_policy",
+                "min_contiguous_bars",
                 "replay_spread",
                 "replay_spread_bps",
                 "replay_amount_step",
@@ -254,9 +243,11 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
             "against the mid by orders that crossed the spread."
         ),
     ]
-    notes = _notes(result)
-    if notes:
-        blocks += [Heading(3, "Read this first"), Bullets(notes)]
+    found = findings(result)
+    if found:
+        blocks.insert(1, Bullets([f.text for f in found]))
+        blocks.insert(1, Heading(2, "Read this first"))
+    blocks += [Heading(2, "The data"), Bullets(result.notes or ["nothing to say"])]
     blocks += [Heading(2, "Equity and drawdown"), *images.get("equity", [])]
     blocks += [Heading(2, "The forecaster"), Paragraph(
         "Its accuracy apart from any strategy, over the same ticks. MAE of the predicted "
@@ -342,6 +333,9 @@ def statistics_json(result: Backtest) -> dict[str, Any]:
         "last_tick": _when(int(result.ticks_ms[-1])),
         "bars": len(result.ticks_ms),
         "annualisation": plain(result.annualisation),
+        "findings": [plain(f) for f in findings(result)],
+        "data_notes": result.notes,
+        "buy_and_hold_from": {s: _when(ms) for s, ms in result.held_from.items()},
         "risk_free_rate": result.settings.backtest.risk_free_rate,
         "lines": [
             {

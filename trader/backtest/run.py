@@ -33,14 +33,16 @@ from trader.backtest.forecasts import CachedForecaster, CacheUse, forecast_ahead
 from trader.backtest.hold import buy_and_hold
 from trader.backtest.quality import Quality, forecast_quality
 from trader.backtest.simulate import StrategyRun, simulate
-from trader.backtest.stats import Annualisation, Performance, annualisation, performance
+from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
 from trader.domain import Bar, Forecast, Timeframe
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
+from trader.market.calendar import TradingCalendar
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
+from trader.market.replay_calendars import replay_calendars
 from trader.runner import forecasters_for, replay_settings, spread_model, tick_times
 
 BUY_AND_HOLD = "buy_and_hold"
@@ -75,6 +77,9 @@ class Backtest:
     bands: dict[tuple[str, str], list[Forecast]] = field(default_factory=dict)
     closes: dict[str, dict[int, float]] = field(default_factory=dict)  # by bar close, epoch ms
     forecast_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # what reading the data did and decided
+    warnings: list[str] = field(default_factory=list)  # ... where that changes the figures
+    held_from: dict[str, int] = field(default_factory=dict)  # buy-and-hold's first tick, ms
 
     @property
     def symbols(self) -> list[str]:
@@ -91,11 +96,22 @@ class Period:
     end: datetime | None = None  # last tick kept
 
 
-def calendar_of(settings: Settings) -> str:
-    chosen = settings.backtest.calendar
-    if chosen != "auto":
-        return chosen
-    return "trading_days" if settings.market.allow_gaps else "continuous"
+def annualisation(calendars: Mapping[str, TradingCalendar], timeframe: Timeframe) -> Annualisation:
+    """Bars a year by the symbols' calendars; with several, the densest (ticks follow all)."""
+    per_symbol = {c.name: c.bars_per_year(timeframe) for c in calendars.values()}
+    name, densest = max(per_symbol.items(), key=lambda item: item[1].periods)
+    explanation = densest.explanation
+    if len(per_symbol) > 1:
+        explanation += (
+            f" ({name}: the densest of the symbols' calendars {', '.join(sorted(per_symbol))}, "
+            "whose bar closes the ticks follow)"
+        )
+    return Annualisation(densest.periods, ", ".join(sorted(per_symbol)), explanation)
+
+
+def _file_notes(recording: Recording) -> list[str]:
+    report = recording.report
+    return [f"{recording.path.name}: {note}" for note in report.notes()] if report else []
 
 
 class _Marks:
@@ -136,10 +152,12 @@ async def run_backtest(
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone."""
     log = get_logger("trader.backtest")
     settings = replay_settings(settings, recordings)
+    replay = replay_calendars(settings.market, recordings)
+    recordings = replay.recordings
     context = settings.market.context_bars
     times = [
         t
-        for t in tick_times(recordings, context)
+        for t in tick_times(recordings, context, replay.calendars)
         if (period.begin is None or t >= period.begin) and (period.end is None or t <= period.end)
     ]
     if len(times) < 2:
@@ -149,16 +167,17 @@ async def run_backtest(
         )
     ticks_ms = np.array([int(t.timestamp() * 1000) for t in times], dtype=np.int64)
     timeframe = Timeframe(settings.market.timeframe)
+    market = settings.market
+    contiguous = market.min_contiguous_bars if market.gap_policy == "skip" else None
     windows = {
-        s: SymbolWindows(r, context, allow_gaps=settings.market.allow_gaps)
+        s: SymbolWindows(r, context, calendar=replay.calendars[s], min_contiguous=contiguous)
         for s, r in recordings.items()
     }
     result = Backtest(
         settings, [r.path for r in recordings.values()], ticks_ms,
-        annualisation(
-            timeframe, calendar_of(settings), ticks_ms.tolist(),
-            settings.backtest.trading_days_per_year,
-        ),
+        annualisation(replay.calendars, timeframe),
+        notes=replay.explanations() + [n for r in recordings.values() for n in _file_notes(r)],
+        warnings=replay.warnings(),
     )  # fmt: skip
     if not strategies:  # buy-and-hold only: no model, no engine
         _score(result, windows, spread_model(settings))
@@ -188,7 +207,7 @@ async def run_backtest(
             folder.mkdir(parents=True, exist_ok=True)
             for strategy in strategies:
                 run = await simulate(
-                    settings, recordings, cached, strategy, folder / f"ledger-{strategy}.sqlite3",
+                    settings, replay, cached, strategy, folder / f"ledger-{strategy}.sqlite3",
                     begin=times[0], end=times[-1], ticks=len(times), progress=progress,
                 )  # fmt: skip
                 result.runs[strategy] = run
@@ -225,6 +244,7 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
                 f"{len(ticks)}: a tick could not be booked (the log says why)"
             )
         closing_cost = 0.0
+        closings: list[Costs] = []
         gross = np.zeros(len(ticks))
         for symbol in result.symbols:
             fills = [f for f in run.fills if f.symbol == symbol]
@@ -232,7 +252,10 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
             closing_cost += curve.closing_cost
             gross += np.abs(curve.values)
             perf = _performance(curve.equity, per_year, rf, f"{strategy} on {symbol}")
-            costs = trading_costs(fills, result.closes, slippage)
+            held = float(curve.position[-1]) if len(curve.position) else 0.0
+            closing = exits[symbol].costs(held, float(closes[symbol][-1]))
+            costs = trading_costs(fills, result.closes, slippage) + closing
+            closings.append(closing)
             trades = round_trips(fills, float(closes[symbol][-1]), exits[symbol])
             result.lines.append(Line(
                 strategy, symbol, perf, trade_stats(trades), costs,
@@ -244,7 +267,7 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
             equity = np.concatenate([[run.starting_cash], run.equity])
             equity[-1] -= closing_cost
             perf = _performance(equity, per_year, rf, strategy)
-            costs = trading_costs(run.fills, result.closes, slippage)
+            costs = sum(closings, trading_costs(run.fills, result.closes, slippage))
             result.lines.append(Line(
                 strategy, PORTFOLIO, perf, None, costs,
                 exposure(gross, equity, costs.traded_notional, perf.years), equity,
@@ -269,14 +292,17 @@ def _hold(
     per_year = result.annualisation.periods_per_year
     rf = result.settings.backtest.risk_free_rate
     curves = []
+    ticks = result.ticks_ms
     for symbol in result.symbols:
-        entry = marks[symbol].half_spread(int(result.ticks_ms[0]))
-        held = buy_and_hold(closes[symbol], cash, entry, exits[symbol])
+        start = _first_tradable(result, symbol)
+        result.held_from[symbol] = int(ticks[start])
+        entry = marks[symbol].half_spread(int(ticks[start]))
+        held = buy_and_hold(closes[symbol], cash, entry, exits[symbol], start)
         curves.append(held.equity)
         perf = performance(held.equity, per_year, rf)
         result.lines.append(Line(
             BUY_AND_HOLD, symbol, perf, None, held.costs,
-            exposure(held.units * closes[symbol], held.equity, held.costs.traded_notional,
+            exposure(held.position * closes[symbol], held.equity, held.costs.traded_notional,
                      perf.years),
             held.equity,
         ))  # fmt: skip
@@ -290,6 +316,17 @@ def _hold(
             Exposure(1.0, 1.0, costs.traded_notional / float(np.mean(equity)) / perf.years),
             equity,
         ))  # fmt: skip
+
+
+def _first_tradable(result: Backtest, symbol: str) -> int:
+    """The tick buy-and-hold buys at: the first the strategies could trade the symbol at (the
+    last tick if they never could: buy-and-hold then holds for one bar)."""
+    firsts = [run.first_ready[symbol] for run in result.runs.values() if symbol in run.first_ready]
+    if not result.runs:
+        return 0
+    if not firsts:
+        return len(result.ticks_ms) - 1
+    return int(np.searchsorted(result.ticks_ms, min(firsts)))
 
 
 def _forecasts(

@@ -29,7 +29,7 @@ from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
 from trader.ledger.database import Database
 from trader.ledger.trading import TradingLedger
-from trader.market.replay import Recording
+from trader.market.replay_calendars import ReplayCalendars
 from trader.risk.state import TradingStatus
 from trader.runner import run_replay
 
@@ -60,6 +60,9 @@ class StrategyRun:
     ledger: Path
     seconds: float  # wall time of the simulation
     refusals: Mapping[str, int] = field(default_factory=dict)  # orders refused, by risk rule
+    # Per symbol: its skipped ticks by reason, and the first tick it was ready to trade.
+    skipped_by_symbol: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    first_ready: Mapping[str, int] = field(default_factory=dict)  # epoch ms
 
 
 class _Watch:
@@ -99,7 +102,7 @@ def remove_ledger(path: Path) -> None:
 
 async def simulate(
     settings: Settings,
-    recordings: Mapping[str, Recording],
+    replay: ReplayCalendars,
     forecasters: Sequence[Forecaster],
     strategy: str,
     ledger: Path,
@@ -125,26 +128,49 @@ async def simulate(
     began = time.perf_counter()
     with bar:
         await run_replay(
-            run_settings, recordings, forecasters=forecasters, hooks=watch,
+            run_settings, replay.recordings, forecasters=forecasters, hooks=watch,
             begin=begin, end=end, durable=False, inference=InlineExecutor(),
+            halt_policy=settings.backtest.on_halt, calendars=replay,
         )  # fmt: skip
     seconds = time.perf_counter() - began
-    return replace(await read_run(strategy, ledger, seconds), refusals=watch.refusals)
+    symbols = run_settings.market.symbols
+    run = await read_run(strategy, ledger, seconds, symbols)
+    return replace(run, refusals=watch.refusals)
 
 
-async def read_run(strategy: str, path: Path, seconds: float = 0.0) -> StrategyRun:
+async def read_run(
+    strategy: str, path: Path, seconds: float = 0.0, symbols: Sequence[str] = ()
+) -> StrategyRun:
     """A run as its ledger at `path` recorded it."""
     database = await Database.open(path, durable=False)
     try:
         fills = await TradingLedger(database).fills()
         record = await database.run(_read_record)
+        by_symbol, first_ready = await database.run(lambda c: _read_symbols(c, symbols))
     finally:
         await database.close()
     starting_cash, ticks, equity, outcomes, skipped, decisions, orders, states = record
     return StrategyRun(
         strategy, starting_cash, ticks, equity, tuple(sorted(fills, key=lambda f: f.at)),
         outcomes, skipped, decisions, orders, states, path, seconds,
+        skipped_by_symbol=by_symbol, first_ready=first_ready,
     )  # fmt: skip
+
+
+def _read_symbols(
+    c: sqlite3.Connection, symbols: Sequence[str]
+) -> tuple[dict[str, Counter[str]], dict[str, int]]:
+    """Each symbol's skipped ticks by reason, and the first tick it was not skipped."""
+    by_symbol: dict[str, Counter[str]] = {s: Counter() for s in symbols}
+    first_ready: dict[str, int] = {}
+    for at, skips in c.execute("SELECT at, skipped FROM ticks ORDER BY at"):
+        skipped = json.loads(skips)
+        for symbol in symbols:
+            if symbol in skipped:
+                by_symbol[symbol][skipped[symbol]] += 1
+            elif symbol not in first_ready:
+                first_ready[symbol] = _ms(parse_time(at))
+    return by_symbol, first_ready
 
 
 def _read_record(

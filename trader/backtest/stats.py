@@ -20,46 +20,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from trader.domain import Timeframe
-
-DAY_S = 86_400
-YEAR_DAYS = 365.25
-
 
 @dataclass(frozen=True)
 class Annualisation:
     periods_per_year: float
-    calendar: str  # "continuous" or "trading_days"
+    calendar: str  # the symbols' calendars: "continuous", "XNYS", ...
     explanation: str
-
-
-def annualisation(
-    timeframe: Timeframe, calendar: str, ends_ms: Sequence[int], trading_days_per_year: int
-) -> Annualisation:
-    """Bars a year: every bar of every day for a market that never closes (crypto); for one
-    with trading hours, `trading_days_per_year` times the median number of bars per trading
-    day (UTC date) in the data."""
-    if calendar == "continuous":
-        periods = YEAR_DAYS * DAY_S / timeframe.seconds
-        return Annualisation(
-            periods, "continuous",
-            f"24/7 market: {YEAR_DAYS} days x {DAY_S / timeframe.seconds:g} bars of "
-            f"{timeframe.text} a day = {periods:,.1f} bars a year",
-        )  # fmt: skip
-    days = np.asarray(ends_ms, dtype=np.int64) // (DAY_S * 1000)
-    per_day = float(np.median(np.unique(days, return_counts=True)[1])) if len(days) else 1.0
-    periods = trading_days_per_year * per_day
-    return Annualisation(
-        periods, "trading_days",
-        f"trading hours only: {trading_days_per_year} trading days x {per_day:g} bars of "
-        f"{timeframe.text} a day (median in the data) = {periods:,.1f} bars a year",
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)

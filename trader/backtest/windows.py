@@ -1,9 +1,11 @@
 """The windows a backtest forecasts, and the batches they are forecast in.
 
 A window is what the engine's data step hands the model at a tick: the `context` most recent
-closed bars of a symbol, valid and consecutive (consecutive in time unless the venue has gaps),
-the last of them closing at the tick. Each is identified by a digest of its symbol, timeframe
-and bars, so a cached forecast is reused exactly when the model would see the same input.
+valid closed bars of a symbol, the last of them closing at the tick, when the data step would
+trade the symbol then (with `gap_policy = "skip"`, only once enough bars have closed in a row
+after a hole, by the market's calendar). Each is identified by a digest of its symbol,
+timeframe and bars, so a cached forecast is reused exactly when the model would see the same
+input.
 
 Batches are fixed by the clock alone. Slot n of a symbol is the bar closing at
 phase + n x timeframe; batch k holds slots kB .. kB+B-1, in that order. A slot with no window
@@ -18,10 +20,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from trader.domain import Bar, from_epoch_ms
 from trader.forecast.protocol import ForecastRequest
+from trader.market.calendar import TradingCalendar
 from trader.market.hygiene import parse_row
 from trader.market.replay import Recording
 
@@ -37,49 +39,51 @@ def epoch_ms(bar: Bar) -> int:
 class Window:
     symbol: str
     end_ms: int  # close of its last bar: the tick it is the context of
-    first: int  # row of its first bar in the recording
-    last: int  # row of its last bar
+    first: int  # index of its first bar among the valid bars
+    last: int  # index of its last bar
     key: bytes  # digest of symbol, timeframe and every bar
 
 
 class SymbolWindows:
-    """Every window of one recording, parsed once."""
+    """Every window of one recording, parsed once. `min_contiguous`: bars in a row needed
+    after a hole (None: the gap policy bridges holes)."""
 
-    def __init__(self, recording: Recording, context: int, *, allow_gaps: bool) -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        context: int,
+        *,
+        calendar: TradingCalendar,
+        min_contiguous: int | None,
+    ) -> None:
         self.symbol = recording.symbol
         self.timeframe = recording.timeframe
         self.context = context
         self.step_ms = recording.timeframe.seconds * 1000
         parsed = [parse_row(row, recording.symbol, recording.timeframe) for row in recording.rows]
-        self.bars: list[Bar | None] = [b if isinstance(b, Bar) else None for b in parsed]
+        self.bars: list[Bar] = [b for b in parsed if isinstance(b, Bar)]
         header = f"{self.symbol}|{self.timeframe.text}|{context}|".encode()
-        digests = bytearray()
+        digests = b"".join(
+            hashlib.blake2b(_bar_bytes(bar), digest_size=DIGEST).digest() for bar in self.bars
+        )
+        starts = [epoch_ms(bar) - self.step_ms for bar in self.bars]
+        needed = min(min_contiguous, context) if min_contiguous is not None else 1
         self.by_end: dict[int, Window] = {}
-        run = 0  # valid consecutive bars ending at this row
-        previous: Bar | None = None
-        for row, bar in enumerate(self.bars):
-            if bar is None:
-                digests += bytes(DIGEST)
-                run, previous = 0, None
-                continue
-            digests += hashlib.blake2b(_bar_bytes(bar), digest_size=DIGEST).digest()
-            follows = previous is not None and (
-                bar.start > previous.start
-                if allow_gaps
-                else bar.start - previous.start == self.timeframe.duration
+        run = 0  # bars in a row ending at this one, nothing missing between them
+        for i, bar in enumerate(self.bars):
+            after_hole = i > 0 and (
+                calendar.missing_between(self.timeframe, starts[i - 1], starts[i]) > 0
             )
-            run = run + 1 if follows else 1
-            previous = bar
-            if run >= context:
-                first = row - context + 1
-                content = header + bytes(digests[first * DIGEST : (row + 1) * DIGEST])
+            run = 1 if i == 0 or after_hole else run + 1
+            if i + 1 >= context and run >= needed:
+                first = i - context + 1
+                content = header + digests[first * DIGEST : (i + 1) * DIGEST]
                 key = hashlib.blake2b(content, digest_size=DIGEST).digest()
                 end = epoch_ms(bar)
-                self.by_end[end] = Window(self.symbol, end, first, row, key)
+                self.by_end[end] = Window(self.symbol, end, first, i, key)
 
     def bars_of(self, window: Window) -> tuple[Bar, ...]:
-        # Every row of a window is a valid bar (that is what makes it a window).
-        return cast(tuple[Bar, ...], tuple(self.bars[window.first : window.last + 1]))
+        return tuple(self.bars[window.first : window.last + 1])
 
     def request(self, window: Window, horizon: int, quantiles: Sequence[float]) -> ForecastRequest:
         return ForecastRequest(self.symbol, self.bars_of(window), horizon, quantiles)

@@ -11,7 +11,9 @@
   nearer the bar's open (the bar is taken to reach it first); the other can fill from the next
   bar on. No round trip ever happens inside one bar.
 - A fill is at most `max_volume_share` of the bar's volume (or of the quote's size); the rest
-  keeps resting. Orders expire at their `expires_at`.
+  keeps resting. Orders expire at their `expires_at`: a bar that opened at or after it (or a
+  quote seen then) no longer fills the order, however long after that the tick comes (a
+  weekend, a night between sessions).
 Fees are rounded up to 1e-8 of the cash currency; fill ids are `<client order id>-<n>`.
 """
 
@@ -47,6 +49,10 @@ BPS = Decimal(10_000)
 def _against(price: Decimal, side: Side) -> Decimal:
     """Round a fill price to 1e-8, against us: up for a buy, down for a sell."""
     return price.quantize(CENT_OF_A_CENT, ROUND_UP if side is Side.BUY else ROUND_DOWN)
+
+
+def _expired(order: Order, at: datetime) -> bool:
+    return order.expires_at is not None and order.expires_at <= at
 
 
 class PaperBroker:
@@ -154,8 +160,8 @@ class PaperBroker:
     def _on_bar(self, bar: Bar) -> list[Execution]:
         candidates = []
         for order in self._resting(bar.symbol):
-            if order.created_at > bar.start:
-                continue  # placed after this bar opened
+            if order.created_at > bar.start or _expired(order, bar.start):
+                continue  # placed after this bar opened, or gone before it did
             limit = order.limit_price
             assert limit is not None
             through = bar.low < limit if order.side is Side.BUY else bar.high > limit
@@ -188,7 +194,7 @@ class PaperBroker:
         for order in self._resting(quote.symbol):
             limit = order.limit_price
             assert limit is not None
-            if order.created_at > quote.at:
+            if order.created_at > quote.at or _expired(order, quote.at):
                 continue
             if order.side is Side.BUY and quote.ask < limit:
                 size = quote.ask_size
@@ -220,7 +226,7 @@ class PaperBroker:
     def _expire(self, at: datetime) -> list[Execution]:
         expired = []
         for order in list(self._open.values()):
-            if order.expires_at is not None and order.expires_at <= at:
+            if _expired(order, at):
                 del self._open[order.client_order_id]
                 expired.append(Execution(order.transition(OrderStatus.EXPIRED)))
         return expired

@@ -14,7 +14,7 @@ import difflib
 import json
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from pydantic import SecretStr, ValidationError
 
 from trader.config.fields import ENV_PREFIX, KeyPath, Leaf, leaves, sections
 from trader.config.schema import Settings
+from trader.domain import quote_currency
 
 DEFAULT_CONFIG_FILE = Path("config/default.toml")
 DOCKER_SECRETS_DIR = Path("/run/secrets")
@@ -39,7 +40,7 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.problems))
 
 
-SourceKind = Literal["default", "file", "secrets", "dotenv", "env"]
+SourceKind = Literal["default", "file", "secrets", "dotenv", "env", "data"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Origin:
                 return f".env file {self.where} ({self.name})"
             case "env":
                 return f"environment ({self.where})"
+            case "data":
+                return f"the data ({self.where})"
 
 
 DEFAULT = Origin("default")
@@ -140,9 +143,28 @@ ALIASES: Mapping[str, Alias] = {
 # --- the layers ----------------------------------------------------------------------------
 
 
+# Settings that were replaced: naming one says what replaced it, not just "unknown".
+RETIRED: Mapping[str, str] = {
+    "market.allow_gaps": "replaced by market.calendar (sessions, so breaks are not gaps) and "
+    "market.gap_policy (what a missing bar does)",
+    "backtest.calendar": "replaced by market.calendar: annualisation follows the market's "
+    "trading calendar",
+    "backtest.trading_days_per_year": "replaced by market.calendar: the calendar's own "
+    "sessions a year are used",
+}
+
+
 def _suggest(word: str, candidates: Iterable[str]) -> str:
+    retired = RETIRED.get(word) or RETIRED.get(_dotted(word))
+    if retired is not None:
+        return f" ({retired})"
     close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _dotted(env_name: str) -> str:
+    """TRADER_MARKET__ALLOW_GAPS -> market.allow_gaps."""
+    return env_name.removeprefix(ENV_PREFIX).lower().replace("__", ".")
 
 
 def _parse_container(leaf: Leaf, text: str) -> object:
@@ -302,8 +324,12 @@ def load_settings(
     environ: Mapping[str, str],
     dotenv_file: Path | None,
     secrets_dir: Path | None,
+    from_data: Callable[[Values], Values] | None = None,
 ) -> LoadedSettings:
-    """Settings from the given sources (pass None to leave a source out)."""
+    """Settings from the given sources (pass None to leave a source out). `from_data`: what
+    a replay's own files decide (its symbols, timeframe, currency), given the other layers'
+    values; it has the last word, before anything is validated, so a default symbol list
+    never stands in a backtest's way."""
     problems: list[str] = []
     merged: Values = {}
     if config_file is not None:
@@ -315,6 +341,8 @@ def load_settings(
     merged |= env_layer(environ, problems)
     if problems:
         raise ConfigError(problems)
+    if from_data is not None:
+        merged |= from_data(merged)
     try:
         settings = Settings(**_nest(merged))
     except ValidationError as error:
@@ -326,8 +354,40 @@ def load_settings(
     return LoadedSettings(settings, origins, config_file, secrets_dir, dotenv)
 
 
+def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> Callable[[Values], Values]:
+    """What a replay's files decide: its symbols and timeframe, and an account in the
+    symbols' quote currency (there is no conversion: symbols quoted in different currencies
+    cannot share one account). Per-symbol strategies of other symbols are dropped."""
+    origin = Origin("data", source)
+
+    def layer(merged: Values) -> Values:
+        quotes = sorted({quote_currency(symbol) for symbol in symbols})
+        if len(quotes) > 1:
+            raise ConfigError(
+                [
+                    f"the symbols {', '.join(symbols)} are quoted in {' and '.join(quotes)}: "
+                    "one account holds one currency and no conversion is configured; run "
+                    "each currency's symbols separately"
+                ]
+            )
+        values: Values = {
+            ("market", "symbols"): (list(symbols), origin),
+            ("market", "timeframe"): (timeframe, origin),
+            ("broker", "currency"): (quotes[0], origin),
+        }
+        chosen = merged.get(("strategy", "per_symbol"))
+        if chosen is not None and isinstance(chosen[0], Mapping):
+            kept = {s: name for s, name in chosen[0].items() if s in symbols}
+            values[("strategy", "per_symbol")] = (kept, chosen[1])
+        return values
+
+    return layer
+
+
 def load_from_environment(
-    config_file: Path | None = None, environ: Mapping[str, str] | None = None
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    from_data: Callable[[Values], Values] | None = None,
 ) -> LoadedSettings:
     """What the CLI and the daemon load: the sources found from the process environment."""
     env = dict(os.environ if environ is None else environ)
@@ -336,4 +396,5 @@ def load_from_environment(
         environ=env,
         dotenv_file=Path(".env"),
         secrets_dir=resolve_secrets_dir(env),
+        from_data=from_data,
     )

@@ -63,8 +63,25 @@ class MarketSettings(Section):
     max_quote_age_s: PositiveSeconds = Field(
         30.0, description="a quote older than this is stale: the symbol skips the tick"
     )
-    allow_gaps: bool = Field(
-        False, description="the venue has trading hours, so bars are missing outside them"
+    calendar: str = Field(
+        "auto",
+        description="trading calendar of every symbol: continuous (24/7, crypto), fx (Sunday "
+        "to Friday 17:00 New York), or an exchange's code from exchange_calendars (XNYS, XSHG "
+        "with its lunch break, ...); auto: continuous on a crypto exchange, inferred from the "
+        "data in replays and backtests (the log and the report say which)",
+    )
+    calendars: dict[str, str] = Field(
+        {}, description='calendar of particular symbols, e.g. {"GOOG/USD" = "XNYS"}'
+    )
+    gap_policy: Literal["skip", "bridge"] = Field(
+        "skip",
+        description="a bar missing in a session (the venue did not have it even when asked "
+        "again) is counted, then: skip trades the symbol again once min_contiguous_bars "
+        "bars have closed in a row; bridge trades at once, the model seeing the bars on "
+        "either side of the hole as neighbours",
+    )
+    min_contiguous_bars: int = Field(
+        64, ge=1, le=8192, description="skip: bars in a row needed after a missing bar"
     )
     markets_refresh_s: PositiveSeconds = Field(
         3600.0, description="how often the exchange's market list is reloaded"
@@ -100,6 +117,15 @@ class MarketSettings(Section):
     def _timeframe(cls, text: str) -> str:
         Timeframe(text)
         return text
+
+    @model_validator(mode="after")
+    def _contiguous_within_context(self) -> MarketSettings:
+        if self.min_contiguous_bars > self.context_bars:
+            raise ValueError(
+                f"min_contiguous_bars ({self.min_contiguous_bars}) is more than context_bars "
+                f"({self.context_bars}): the window could never hold them"
+            )
+        return self
 
 
 class TotoSettings(Section):
@@ -343,14 +369,19 @@ class BacktestSettings(Section):
         description="windows per model call when forecasting history; part of the cache key "
         "(batches are fixed by the clock, so the sampler's seeds depend on it)",
     )
-    calendar: Literal["auto", "continuous", "trading_days"] = Field(
-        "auto",
-        description="annualisation: continuous (24/7: 365.25 days of bars a year), "
-        "trading_days (trading_days_per_year x bars per trading day in the data); auto: "
-        "trading_days when market.allow_gaps, else continuous",
+    max_skipped_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="a run whose symbols skipped more than this share of their ticks (or "
+        "any tick failed) exits 1, listing why, unless --allow-skips",
     )
-    trading_days_per_year: int = Field(
-        252, ge=1, le=366, description="trading days a year, for the trading_days calendar"
+    on_halt: Literal["stop", "resume_next_day", "reduce_only"] = Field(
+        "reduce_only",
+        description="what a halt (the daily loss limit) does in a backtest: stop (no order "
+        "for the rest of the run), resume_next_day (halted until the next day), reduce_only "
+        "(only orders that shrink a position until the next day); the daemon's halt always "
+        "waits for a person",
     )
     risk_free_rate: float = Field(
         0.0, ge=0, lt=1, description="annual risk-free rate taken off returns in Sharpe/Sortino"

@@ -21,7 +21,9 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from trader.clock import Clock
-from trader.domain import Timeframe
+from trader.domain import Timeframe, from_epoch_ms
+from trader.market.calendar import TradingCalendar
+from trader.market.symbol_calendars import SymbolCalendars
 from trader.engine.pipeline import TickReport
 from trader.logging import get_logger
 
@@ -38,21 +40,48 @@ class TickTimes(Protocol):
         """The latest tick time at or before `now`; None if there is none yet."""
         ...
 
+    def lateness(self, at: datetime, now: datetime) -> timedelta:
+        """How late a tick for `at` is at `now`, as the misfire grace counts it."""
+        ...
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
 
 class BarCloseTicks:
-    """Live ticks: each bar close of `timeframe` plus `settle` (exchanges need a moment to
-    publish the closed bar)."""
+    """Live ticks: the close of each bar some symbol's market expects (in its sessions: a
+    stock has no tick at night), plus `settle` (exchanges need a moment to publish the closed
+    bar). Lateness counts the markets' trading time only: a daily bar's tick that a restart
+    reaches hours later, before the next session opens, is not late at all."""
 
-    def __init__(self, timeframe: Timeframe, settle: timedelta) -> None:
+    def __init__(
+        self, timeframe: Timeframe, settle: timedelta, calendars: SymbolCalendars | None = None
+    ) -> None:
         if settle >= timeframe.duration:
             raise ValueError(f"settle delay {settle} is not shorter than a {timeframe} bar")
         self.timeframe, self.settle = timeframe, settle
+        self.calendars = calendars or SymbolCalendars.continuous(["any"])
 
-    def due(self, now: datetime) -> datetime:
-        return self.timeframe.floor(now - self.settle) + self.settle
+    def _markets(self, at: datetime) -> list[TradingCalendar]:
+        self.calendars.cover(at)
+        return list({id(c): c for c in self.calendars.values()}.values())
+
+    def due(self, now: datetime) -> datetime | None:
+        closes = [c.last_bar_end(self.timeframe, _ms(now - self.settle)) for c in self._markets(now)]
+        known = [close for close in closes if close is not None]
+        return from_epoch_ms(max(known)) + self.settle if known else None
 
     def after(self, previous: datetime) -> datetime:
-        return self.due(previous) + self.timeframe.duration
+        markets = self._markets(previous)
+        close = min(c.next_bar_end(self.timeframe, _ms(previous - self.settle)) for c in markets)
+        return from_epoch_ms(close) + self.settle
+
+    def lateness(self, at: datetime, now: datetime) -> timedelta:
+        if now <= at:
+            return now - at
+        trading = max(c.session_ms_between(_ms(at), _ms(now)) for c in self._markets(now))
+        return timedelta(milliseconds=trading)
 
 
 class RecordedTicks:
@@ -68,6 +97,9 @@ class RecordedTicks:
     def due(self, now: datetime) -> datetime | None:
         i = bisect.bisect_right(self.times, now)
         return self.times[i - 1] if i else None
+
+    def lateness(self, at: datetime, now: datetime) -> timedelta:
+        return now - at
 
 
 class TickObserver(Protocol):
@@ -119,7 +151,7 @@ class TickLoop:
             if not await self._sleep_until(at, stop):
                 break
             at = self._coalesce(at, self.clock.now())
-            lateness = (self.clock.now() - at).total_seconds()
+            lateness = self.times.lateness(at, self.clock.now()).total_seconds()
             if lateness > self.grace.total_seconds():
                 self._observer.on_lateness(at, lateness, missed=True)
                 self._log.warning("tick missed", at=at.isoformat(), lateness_s=round(lateness, 3))
@@ -135,7 +167,11 @@ class TickLoop:
         just after a bar close catches that tick up); else the next one to come."""
         now = self.clock.now()
         due = self.times.due(now)
-        if due is not None and (after is None or due > after) and now - due <= self.grace:
+        if (
+            due is not None
+            and (after is None or due > after)
+            and self.times.lateness(due, now) <= self.grace
+        ):
             return due
         return self.times.after(max(now, after) if after is not None else now)
 

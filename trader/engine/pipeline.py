@@ -35,6 +35,7 @@ from trader.domain import (
     Portfolio,
     Quote,
     Signal,
+    from_epoch_ms,
 )
 from trader.engine.planning import Book, Intent, Planner
 from trader.engine.reconciling import reconcile_ledger
@@ -322,6 +323,7 @@ class Engine:
                 {m: f[symbol] for m, f in forecasts.items() if symbol in f},
                 self.portfolio.amount(symbol), self.costs,
                 self.settings.strategy.allow_short,
+                self._horizon_end(symbol_data, primary[symbol].steps),
             )  # fmt: skip
             strategy = self.strategies[symbol]
             try:
@@ -375,6 +377,12 @@ class Engine:
             )
             for symbol in symbols
         }
+
+    def _horizon_end(self, data: SymbolData, steps: int) -> datetime:
+        """The close of the `steps`-th bar the symbol's market expects after its newest."""
+        calendar = self.market.calendars[data.symbol]
+        after = int(data.bars[-1].end.timestamp() * 1000)
+        return from_epoch_ms(calendar.bar_end_after(self.market.timeframe, after, steps))
 
     async def _act(
         self, decisions: Mapping[str, Decision], data: TickData, at: datetime, report: TickReport

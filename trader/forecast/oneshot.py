@@ -19,6 +19,7 @@ from trader.domain import Bar, Forecast
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.protocol import ForecastRequest
+from trader.market.files import AS_WRITTEN, ReadOptions
 from trader.market.hygiene import parse_row
 from trader.market.replay import ReplayDataError, read_recording
 
@@ -41,11 +42,14 @@ class OneShot:
     tokenizer: Path | None
     download: bool
     as_json: bool
+    reading: ReadOptions = AS_WRITTEN
 
 
-def read_bars(path: Path, symbol: str | None) -> tuple[list[Bar], Counter[str]]:
+def read_bars(
+    path: Path, symbol: str | None, reading: ReadOptions = AS_WRITTEN
+) -> tuple[list[Bar], Counter[str]]:
     """The file's valid bars, oldest first, and counts of the rows skipped, by reason."""
-    recording = read_recording(path, symbol)
+    recording = read_recording(path, symbol, options=reading)
     bars, skipped = [], Counter[str]()
     for row in recording.rows:
         parsed = parse_row(row, recording.symbol, recording.timeframe)
@@ -71,7 +75,7 @@ def _settings(base: ForecastSettings, request: OneShot) -> ForecastSettings:
 def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
     settings = _settings(base, request)
     try:
-        bars, skipped = read_bars(request.data, request.symbol)
+        bars, skipped = read_bars(request.data, request.symbol, request.reading)
     except ReplayDataError as error:
         sys.stderr.write(f"trader forecast: {error}\n")
         return EX_DATAERR

@@ -1,8 +1,8 @@
 """Data hygiene: raw rows and quotes from any source become domain values, or a reason.
 
-Every problem has a `SkipReason` (a bounded set: it is a metric label). A symbol with a problem
-skips the tick; nothing downstream sees the bad data. Bars are accepted only as a contiguous
-run continuing the window, so a bad row never leaves a hole behind a good one.
+Every problem has a `SkipReason` (a bounded set: it is a metric label). A bad row is dropped
+and counted, never a wall: the rows after it are judged on their own, and the hole it leaves
+is the data step's to handle like a bar the venue never had. Nothing downstream sees bad data.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ class SkipReason(StrEnum):
     INCONSISTENT_BAR = "inconsistent_bar"  # high/low do not bound open/close
     NEGATIVE_VOLUME = "negative_volume"
     DUPLICATE_BAR = "duplicate_bar"
-    OUT_OF_ORDER_BAR = "out_of_order_bar"
-    GAP = "gap"
+    MISSING_BAR = "missing_bar"  # in a session, absent even when asked for again
+    GAP = "gap"  # the symbol waits for enough bars in a row after a missing one
     STALE_BARS = "stale_bars"  # the bar that closed at tick time is not there
     INSUFFICIENT_HISTORY = "insufficient_history"
     NO_QUOTE = "no_quote"
@@ -102,70 +102,51 @@ def parse_row(row: Row, symbol: str, timeframe: Timeframe) -> Bar | SkipReason:
 
 @dataclass(frozen=True)
 class BarCheck:
-    """New closed bars that continue the window, and what was wrong with the rest."""
+    """The new closed bars among some rows, and what was wrong with the rest."""
 
-    bars: list[Bar]
-    problems: Counter[SkipReason]
-    gap_from: datetime | None  # the first missing bar's start, for a refill
+    bars: list[Bar]  # valid, in time order
+    problems: Counter[SkipReason]  # rows dropped, by reason
+    judged: list[datetime]  # start of every new closed row judged, valid or not, in order
+    dropped: dict[datetime, SkipReason]  # why each judged row that is not a bar was dropped
 
     @property
-    def first_problem(self) -> SkipReason | None:
-        return next(iter(self.problems), None)
+    def judged_until(self) -> datetime | None:
+        return self.judged[-1] if self.judged else None
 
 
 def check_rows(
-    rows: Sequence[Row],
-    symbol: str,
-    timeframe: Timeframe,
-    now: datetime,
-    *,
-    after: datetime | None,
-    allow_gaps: bool,
+    rows: Sequence[Row], symbol: str, timeframe: Timeframe, now: datetime, *, after: datetime | None
 ) -> BarCheck:
-    """Closed bars from `rows` that continue a window whose last bar started at `after`.
+    """The closed bars among `rows` that started after `after` (the newest row already
+    judged), in time order whatever order they came in.
 
-    Rows the window already has and the still-forming bar (ending after `now`) are passed over
-    without complaint. Anything else that breaks the run is counted and ends the run: later
-    rows are checked and counted but not accepted.
+    Rows already judged and the still-forming bar (ending after `now`) are passed over without
+    complaint. A bad row is counted and dropped; a second row for a time keeps the first.
     """
-    accepted: list[Bar] = []
+    timed: list[tuple[datetime, Row]] = []
     problems: Counter[SkipReason] = Counter()
-    seen: set[datetime] = set()
-    previous: datetime | None = None  # order within this batch
-    last = after  # the run being extended
-    gap_from: datetime | None = None
     for row in rows:
         start = _start(row)
-        if start is not None and after is not None and start <= after:
-            continue  # the window has it
-        if start is not None and start + timeframe.duration > now:
-            continue  # still forming
+        if start is None:
+            problems[SkipReason.INVALID_BAR] += 1
+        elif (after is None or start > after) and start + timeframe.duration <= now:
+            timed.append((start, row))
+    timed.sort(key=lambda item: item[0])  # stable: of two rows for a time, the first stays
+    accepted: list[Bar] = []
+    judged: list[datetime] = []
+    dropped: dict[datetime, SkipReason] = {}
+    for start, row in timed:
+        if judged and start == judged[-1]:
+            problems[SkipReason.DUPLICATE_BAR] += 1
+            continue
+        judged.append(start)
         parsed = parse_row(row, symbol, timeframe)
         if isinstance(parsed, SkipReason):
             problems[parsed] += 1
-            continue
-        if parsed.start in seen:
-            problems[SkipReason.DUPLICATE_BAR] += 1
-            continue
-        seen.add(parsed.start)
-        if previous is not None and parsed.start < previous:
-            problems[SkipReason.OUT_OF_ORDER_BAR] += 1
-            continue
-        previous = parsed.start
-        if problems:
-            continue
-        if last is not None and parsed.start - last != timeframe.duration and not allow_gaps:
-            problems[SkipReason.GAP] += 1
-            gap_from = last + timeframe.duration
-            continue
-        accepted.append(parsed)
-        last = parsed.start
-    return BarCheck(accepted, problems, gap_from)
-
-
-def is_fresh(last: Bar | None, now: datetime) -> bool:
-    """Whether `last` is the bar that closed most recently before `now`."""
-    return last is not None and last.end > now - last.timeframe.duration
+            dropped[start] = parsed
+        else:
+            accepted.append(parsed)
+    return BarCheck(accepted, problems, judged, dropped)
 
 
 def _price(value: object) -> Decimal | None:

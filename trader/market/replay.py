@@ -7,46 +7,51 @@ spread model and are labelled MODELLED.
 from __future__ import annotations
 
 import bisect
-import itertools
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
+import numpy as np
 
 from trader.clock import Clock
 from trader.domain import Bar, Instrument, Timeframe, from_epoch_ms
+from trader.logging import get_logger
 from trader.market.feed import UnknownSymbols
+from trader.market.files import AS_WRITTEN, FileReport, ReadOptions, ReplayDataError, read_bar_file
 from trader.market.hygiene import RawQuote, Row, parse_row
 from trader.market.quotes import SpreadModel, modelled_quote
 
-TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
-QUOTE_VOLUME_COLUMNS = ("amount", "quote_volume", "quote_asset_volume")
-PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+__all__ = [
+    "Recording",
+    "RecordingsRequestError",
+    "ReplayDataError",  # defined with the file reading, raised from here too
+    "ReplayMarketData",
+    "first_bar_time",
+    "read_recording",
+    "read_recordings",
+    "symbol_from_name",
+]
+
 # Quote currencies recognised in file names such as SOLUSDT_1h.csv.
 _QUOTES = ("USDT", "USDC", "FDUSD", "BUSD", "TUSD", "USD", "EUR", "GBP", "BTC", "ETH", "BNB")
-
-
-class ReplayDataError(ValueError):
-    """A recording that cannot be replayed as it is; the message says what to do."""
 
 
 @dataclass(frozen=True)
 class Recording:
     """One symbol's recorded bars: rows (start ms, open, high, low, close, volume, quote
-    volume or None), in time order."""
+    volume or None), in time order, one per time. `report`: how the file was read;
+    `naive_times`: its times of day had no zone and were read as UTC (a later step may know
+    the exchange's zone better)."""
 
     symbol: str
     timeframe: Timeframe
     rows: list[tuple[int, float, float, float, float, float, float | None]]
     path: Path
+    report: FileReport | None = None
+    naive_times: bool = False
 
     @property
     def starts(self) -> list[int]:
@@ -62,63 +67,36 @@ def symbol_from_name(path: Path) -> str | None:
     return None
 
 
-def _column(table: pa.Table, names: Sequence[str], path: Path, required: bool = True) -> str | None:
-    lowered = {name.lower(): name for name in table.column_names}
-    for name in names:
-        if name in lowered:
-            return str(lowered[name])
-    if required:
-        raise ReplayDataError(f"{path}: no column among {', '.join(names)}")
-    return None
-
-
-def _epoch_ms(table: pa.Table, column: str, path: Path) -> list[int]:
-    values = table.column(column)
-    if pa.types.is_timestamp(values.type):
-        # Naive timestamps in the recordings are UTC.
-        return pc.cast(pc.cast(values, pa.timestamp("ms")), pa.int64()).to_pylist()  # type: ignore[no-any-return]
-    if pa.types.is_integer(values.type):
-        raw = values.to_pylist()
-        # Seconds or milliseconds since the epoch, told apart by magnitude.
-        return [v * 1000 if v is not None and v < 10**11 else v for v in raw]
-    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
-        try:
-            parsed = [datetime.fromisoformat(v) for v in values.to_pylist()]
-        except (TypeError, ValueError) as error:
-            raise ReplayDataError(f"{path}: column {column}: {error}") from None
-        return [int((d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp() * 1000) for d in parsed]
-    raise ReplayDataError(f"{path}: column {column} of type {values.type} is not a time")
-
-
 def read_recording(
-    path: Path, symbol: str | None = None, timeframe: Timeframe | None = None
+    path: Path,
+    symbol: str | None = None,
+    timeframe: Timeframe | None = None,
+    options: ReadOptions = AS_WRITTEN,
 ) -> Recording:
-    """Bars from a CSV or Parquet file exactly as recorded (no cleaning: hygiene is downstream)."""
-    if not path.is_file():
-        raise ReplayDataError(f"{path}: no such file")
-    if path.suffix.lower() in {".parquet", ".pq"}:
-        table = pq.read_table(path)
-    else:
-        # Floats parse correctly rounded, as Python's float() does; times stay as written.
-        table = pa_csv.read_csv(path)
+    """Bars from a CSV or Parquet file, in time order with one row per time, values exactly as
+    recorded (no cleaning: hygiene is downstream). What reading took is logged and reported."""
+    bars = read_bar_file(path, options)
     symbol = symbol or symbol_from_name(path)
     if symbol is None:
         raise ReplayDataError(
             f"{path}: cannot tell the symbol from the name; give it, e.g. ABC/USDT"
         )
-    starts = _epoch_ms(table, str(_column(table, TIME_COLUMNS, path)), path)
-    columns = [
-        table.column(str(_column(table, (name,), path))).to_pylist() for name in PRICE_COLUMNS
-    ]
-    quote_column = _column(table, QUOTE_VOLUME_COLUMNS, path, required=False)
-    quote_volume = table.column(quote_column).to_pylist() if quote_column else [None] * len(starts)
-    rows = list(zip(starts, *columns, quote_volume, strict=True))
-    if timeframe is None:
-        steps = [b - a for a, b in itertools.pairwise(starts) if b > a]
-        if not steps:
-            raise ReplayDataError(f"{path}: too few bars to tell the timeframe; give it")
-        timeframe = _timeframe_of(int(statistics.median(steps)), path)
-    return Recording(symbol, timeframe, rows, path)
+    timeframe = timeframe or _timeframe_of_rows(bars.rows, path)
+    report = bars.report
+    log = get_logger("trader.market")
+    say = log.warning if report.repaired else log.info
+    say("recording read", symbol=symbol, timeframe=str(timeframe), **report.log_fields())
+    return Recording(symbol, timeframe, bars.rows, path, report, report.naive_times)
+
+
+def _timeframe_of_rows(rows: Sequence[Row], path: Path) -> Timeframe:
+    """The median step between bars (rows sorted, one per time)."""
+    if len(rows) < 2:
+        raise ReplayDataError(
+            f"{path}: {len(rows)} distinct bar time(s), too few to tell the timeframe; give it"
+        )
+    steps = np.diff(np.array([row[0] for row in rows], dtype=np.int64))
+    return _timeframe_of(int(np.median(steps)), path)
 
 
 def _timeframe_of(step_ms: int, path: Path) -> Timeframe:
@@ -218,13 +196,18 @@ class RecordingsRequestError(ValueError):
     """The files and symbols asked for do not pair up (a usage error, not bad data)."""
 
 
-def read_recordings(files: Sequence[Path], symbols: Sequence[str] | None = None) -> list[Recording]:
+def read_recordings(
+    files: Sequence[Path],
+    symbols: Sequence[str] | None = None,
+    options: ReadOptions = AS_WRITTEN,
+) -> list[Recording]:
     """One recording per file, with one symbol per file (or each file's own name), and never
     two files for one symbol."""
     if symbols and len(symbols) != len(files):
         raise RecordingsRequestError("give one symbol per file, or none")
     recordings = [
-        read_recording(path, symbols[i] if symbols else None) for i, path in enumerate(files)
+        read_recording(path, symbols[i] if symbols else None, options=options)
+        for i, path in enumerate(files)
     ]
     names = [r.symbol for r in recordings]
     duplicated = sorted({name for name in names if names.count(name) > 1})

@@ -1,15 +1,19 @@
 """A tick's data step: bring each symbol's window up to date, then price it.
 
-For every symbol: fetch the bars that closed since the window's last one (paging as needed),
-check them, refill a gap from the source once, persist what was accepted, and require the
-window to be full and fresh. Then attach the latest quote: the real one (ADD_LATEST=1), or a
-synthetic one. A symbol with any problem is skipped for the tick with its reason counted; the
-step itself never raises for bad data or an unreachable exchange.
+For every symbol: fetch the rows that closed since the newest one judged (paging as needed),
+check them, drop and count the bad ones, ask the source once more for any bar its calendar
+expected but did not get, count what is still missing, persist what was accepted, and require
+the window to be fresh, full and (with `gap_policy = "skip"`) contiguous for long enough. Then
+attach the latest quote: the real one (ADD_LATEST=1), or a synthetic one. A symbol with any
+problem is skipped for the tick with its reason counted; the step itself never raises for bad
+data or an unreachable exchange. A row is judged once: a tick costs the same however long ago
+a gap or a bad bar was.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,6 +22,7 @@ from trader.config.schema import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.logging import get_logger
+from trader.market.calendar import TradingCalendar
 from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
     BarCheck,
@@ -26,10 +31,24 @@ from trader.market.hygiene import (
     SkipReason,
     check_quote,
     check_rows,
-    is_fresh,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
+from trader.market.symbol_calendars import SymbolCalendars
 from trader.market.window import BarWindow
+
+ONE_MS = timedelta(milliseconds=1)
+ROW_PROBLEMS = frozenset(
+    {
+        SkipReason.INVALID_BAR,
+        SkipReason.NON_POSITIVE_PRICE,
+        SkipReason.INCONSISTENT_BAR,
+        SkipReason.NEGATIVE_VOLUME,
+    }
+)
+
+
+def ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
 
 
 @dataclass(frozen=True)
@@ -79,16 +98,23 @@ class MarketDataStep:
         *,
         store: BarStore | None = None,
         skips: SkipCounter | None = None,
+        calendars: SymbolCalendars | None = None,
     ) -> None:
         self.feed = feed
         self.settings = settings
         self.timeframe = Timeframe(settings.timeframe)
         self.store = store
         self.skips = skips if skips is not None else SkipCounter()
+        self.calendars = calendars or SymbolCalendars.continuous(settings.symbols)
         self.windows = {s: BarWindow(s, settings.context_bars) for s in settings.symbols}
+        # The newest row judged per symbol: fetching resumes after it, so nothing is re-read.
+        self.judged: dict[str, datetime] = {}
+        self.missing: Counter[str] = Counter()  # bars the source never had, per symbol
+        self.status: dict[str, str] = {}  # why each skipped symbol skipped, in words
         self._log = get_logger("trader.market")
         self._synthetic_announced = False
         self._markets_loaded: datetime | None = None
+        self._accepted: list[Bar] = []
 
     @property
     def symbols(self) -> Sequence[str]:
@@ -100,20 +126,31 @@ class MarketDataStep:
         self._markets_loaded = now
         if self.store is None:
             return
-        oldest_useful = now - self.timeframe.duration * (self.settings.context_bars + 1)
+        self.calendars.cover(now)
         for symbol, window in self.windows.items():
             bars = await self.store.load(symbol, self.timeframe, window.capacity)
-            if bars and bars[-1].end >= oldest_useful:
-                window.extend(bars)
+            if bars and self._recent(symbol, bars[-1], now):
+                for bar in bars:
+                    window.add(bar, after_hole=self._hole_before(symbol, bar))
+                self.judged[symbol] = bars[-1].start
         self._log.info(
             "windows reloaded",
             bars={s: len(w) for s, w in self.windows.items()},
             source=self.feed.name,
         )
 
+    def _recent(self, symbol: str, last: Bar, now: datetime) -> bool:
+        """Whether a stored bar is within a window's reach of now (else start afresh)."""
+        newest = self._newest_end(symbol, now)
+        if newest is None or ms(last.end) >= newest:
+            return newest is not None
+        between = self.calendars[symbol].missing_between(self.timeframe, ms(last.start), newest)
+        return between < self.windows[symbol].capacity
+
     async def run(self, now: datetime) -> TickData:
         await self._refresh_markets(now)
-        self._accepted: list[Bar] = []
+        self.calendars.cover(now)
+        self._accepted = []
         updates = await asyncio.gather(*(self._update(symbol, now) for symbol in self.symbols))
         if self.store is not None and self._accepted:
             await self.store.save(self._accepted)  # one write for every symbol's new bars
@@ -126,10 +163,11 @@ class MarketDataStep:
             if isinstance(quote, SkipReason):
                 self.skips.add(quote)
                 skipped[symbol] = quote
+                self.status[symbol] = str(quote)
             else:
                 ready[symbol] = SymbolData(symbol, self.windows[symbol].snapshot(), quote)
-        for symbol, reason in skipped.items():
-            self._log.warning("symbol skipped", symbol=symbol, reason=str(reason))
+        for symbol in skipped:
+            self._log.warning("symbol skipped", symbol=symbol, reason=self.status[symbol])
         return TickData(now, ready, skipped)
 
     async def _refresh_markets(self, now: datetime) -> None:
@@ -148,48 +186,119 @@ class MarketDataStep:
     async def _update(self, symbol: str, now: datetime) -> SkipReason | None:
         """Extend the window; the reason the symbol must skip the tick, counted, or None."""
         reason = await self._extend(symbol, now)
-        if reason is not None:
+        if reason is None:
+            self.status.pop(symbol, None)
+            return None
+        if reason not in ROW_PROBLEMS:  # a bad row was counted when it was dropped
             self.skips.add(reason)
+        self.status[symbol] = self._describe(symbol, reason)
         return reason
 
     async def _extend(self, symbol: str, now: datetime) -> SkipReason | None:
         window = self.windows[symbol]
-        last = window.last
-        since = (
-            last.start + self.timeframe.duration
-            if last is not None
-            else now - self.timeframe.duration * (window.capacity + 1)
-        )
-        after = last.start if last is not None else None
+        judged = self.judged.get(symbol)
         try:
-            rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
-            check = self._check(rows, symbol, now, after)
-            if check.gap_from is not None and set(check.problems) == {SkipReason.GAP}:
-                refill = await fetch_since(self.feed, symbol, self.timeframe, check.gap_from, now)
-                check = self._check(_merge(rows, refill), symbol, now, after)
+            check = await self._fetch(symbol, now, judged)
         except ExchangeCallFailed as error:
             self._log.warning("exchange unavailable", symbol=symbol, kind=error.kind)
             return SkipReason.EXCHANGE_UNAVAILABLE
-        for problem, count in check.problems.items():
-            # Every bad row is counted; the first problem is counted by _update as the skip.
-            self.skips.add(problem, count - (problem is check.first_problem))
-        if check.bars:
-            window.extend(check.bars)
-            self._accepted += check.bars
-        if check.first_problem is not None:
-            return check.first_problem
-        if not is_fresh(window.last, now):
-            return SkipReason.STALE_BARS
+        if check.problems:
+            for problem, count in check.problems.items():
+                self.skips.add(problem, count)
+            self._log.warning(
+                "bars dropped", symbol=symbol, **{str(p): n for p, n in check.problems.items()}
+            )
+        self._count_missing(symbol, judged, check.judged)
+        for bar in check.bars:
+            window.add(bar, after_hole=self._hole_before(symbol, bar))
+        self._accepted += check.bars
+        if check.judged_until is not None:
+            self.judged[symbol] = check.judged_until
+        newest = self._newest_end(symbol, now)
+        last = window.last
+        if newest is None or last is None or ms(last.end) < newest:
+            # Why the bar that closed last is not there: dropped as bad, or not sent (yet).
+            due = from_epoch_ms(newest) - self.timeframe.duration if newest is not None else None
+            return check.dropped.get(due, SkipReason.STALE_BARS) if due else SkipReason.STALE_BARS
         if not window.full:
             return SkipReason.INSUFFICIENT_HISTORY
+        if self.settings.gap_policy == "skip" and window.contiguous < self._needed(window):
+            return SkipReason.GAP
         return None
 
-    def _check(
-        self, rows: Sequence[Row], symbol: str, now: datetime, after: datetime | None
-    ) -> BarCheck:
-        return check_rows(
-            rows, symbol, self.timeframe, now, after=after, allow_gaps=self.settings.allow_gaps
-        )
+    async def _fetch(self, symbol: str, now: datetime, judged: datetime | None) -> BarCheck:
+        """The rows after the newest judged one, checked; a hole in them is asked for once
+        more before it counts as missing (a venue can be slow to publish a bar)."""
+        calendar = self.calendars[symbol]
+        if judged is None:  # the first fill: a window's worth of the market's bars, and some
+            capacity = self.windows[symbol].capacity
+            count = capacity + max(8, capacity // 8)
+            since = from_epoch_ms(calendar.bar_start_before(self.timeframe, ms(now), count))
+        else:
+            since = judged + ONE_MS
+        rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
+        check = check_rows(rows, symbol, self.timeframe, now, after=judged)
+        hole = self._first_hole(calendar, judged, check.judged)
+        if hole is None:
+            return check
+        refill = await fetch_since(self.feed, symbol, self.timeframe, hole, now)
+        return check_rows(_merge(rows, refill), symbol, self.timeframe, now, after=judged)
+
+    def _first_hole(
+        self, calendar: TradingCalendar, judged: datetime | None, starts: Sequence[datetime]
+    ) -> datetime | None:
+        """The start of the first expected bar with no row among `starts`."""
+        previous = judged
+        for start in starts:
+            if previous is not None:
+                between = calendar.bar_starts(self.timeframe, ms(previous) + 1, ms(start))
+                if len(between):
+                    return from_epoch_ms(int(between[0]))
+            previous = start
+        return None
+
+    def _count_missing(
+        self, symbol: str, judged: datetime | None, starts: Sequence[datetime]
+    ) -> None:
+        calendar, previous, missing = self.calendars[symbol], judged, 0
+        for start in starts:
+            if previous is not None:
+                missing += calendar.missing_between(self.timeframe, ms(previous), ms(start))
+            previous = start
+        if missing:
+            self.missing[symbol] += missing
+            self.skips.add(SkipReason.MISSING_BAR, missing)
+            self._log.warning(
+                "bars missing", symbol=symbol, count=missing, before=starts[-1].isoformat()
+            )
+
+    def _hole_before(self, symbol: str, bar: Bar) -> bool:
+        """Whether the market expected a bar between the window's newest and `bar`."""
+        last = self.windows[symbol].last
+        if last is None:
+            return False
+        calendar = self.calendars[symbol]
+        return calendar.missing_between(self.timeframe, ms(last.start), ms(bar.start)) > 0
+
+    def _newest_end(self, symbol: str, now: datetime) -> int | None:
+        """When the newest bar that should have closed by `now` closed (epoch ms)."""
+        return self.calendars[symbol].last_bar_end(self.timeframe, ms(now))
+
+    def _needed(self, window: BarWindow) -> int:
+        return min(self.settings.min_contiguous_bars, window.capacity)
+
+    def _describe(self, symbol: str, reason: SkipReason) -> str:
+        """The skip in words, for /readyz and the log."""
+        window = self.windows[symbol]
+        if reason is SkipReason.GAP:
+            hole = window.hole_before.isoformat() if window.hole_before else "?"
+            return (
+                f"gap: {window.contiguous} of {self._needed(window)} bars in a row since the "
+                f"hole before {hole} ({self.missing[symbol]} bars missing so far)"
+            )
+        if reason is SkipReason.INSUFFICIENT_HISTORY:
+            return f"insufficient_history: {len(window)} of {window.capacity} bars"
+        return str(reason)
 
     async def _quotes(self, symbols: Sequence[str], now: datetime) -> dict[str, Quote | SkipReason]:
         max_age = timedelta(seconds=self.settings.max_quote_age_s)

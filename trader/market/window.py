@@ -1,4 +1,9 @@
-"""The rolling window of a symbol's most recent closed bars: the model's context."""
+"""The rolling window of a symbol's most recent closed bars: the model's context.
+
+It also knows how many of its newest bars are contiguous: none missing between them by the
+market's calendar (a session break is not missing; a bar the venue never had, or one dropped as
+invalid, is). The data step tells it, bar by bar, whether a hole came before.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ class BarWindow:
     def __init__(self, symbol: str, capacity: int, bars: Iterable[Bar] = ()) -> None:
         self.symbol = symbol
         self._bars: deque[Bar] = deque(maxlen=capacity)
+        self.contiguous = 0  # newest bars in a row, nothing missing between them
+        self.hole_before: datetime | None = None  # start of the first bar after the last hole
         self.extend(bars)
 
     @property
@@ -31,14 +38,23 @@ class BarWindow:
     def __len__(self) -> int:
         return len(self._bars)
 
+    def add(self, bar: Bar, *, after_hole: bool) -> None:
+        """Append a newer bar; the oldest falls off the front when the window is full."""
+        if bar.symbol != self.symbol:
+            raise DomainError(f"{bar.symbol} bar in the {self.symbol} window")
+        if self._bars and bar.start <= self._bars[-1].start:
+            raise DomainError(f"{self.symbol}: bar at {bar.start} is not after the window")
+        if after_hole and self._bars:
+            self.contiguous, self.hole_before = 1, bar.start
+        else:
+            self.contiguous += 1
+        self._bars.append(bar)
+
     def extend(self, bars: Iterable[Bar]) -> None:
-        """Append newer bars; older ones fall off the front."""
+        """Append newer bars known to follow one another (a test's, or a ledger's reload
+        whose holes the caller marks with `add`)."""
         for bar in bars:
-            if bar.symbol != self.symbol:
-                raise DomainError(f"{bar.symbol} bar in the {self.symbol} window")
-            if self._bars and bar.start <= self._bars[-1].start:
-                raise DomainError(f"{self.symbol}: bar at {bar.start} is not after the window")
-            self._bars.append(bar)
+            self.add(bar, after_hole=False)
 
     def since(self, start: datetime | None) -> list[Bar]:
         """The bars that started after `start` (all of them for None), oldest first."""

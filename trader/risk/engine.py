@@ -4,7 +4,9 @@ Rules, in order: halted; synthetic or stale quote; reducing-only; order notional
 symbol; total exposure; orders per minute; minimum edge after fees and spread. Orders that
 shrink exposure skip the size, exposure and edge rules (getting out must stay possible).
 Equity drives the state: a drawdown from the day's peak past the limit means REDUCING until
-the next UTC day; a loss since the day's start past the limit means HALTED until resumed.
+the next UTC day; a loss since the day's start past the limit means HALTED until a person
+resumes it. A backtest has no person to resume it, so it says what the loss limit does
+instead (`HaltPolicy`): halt for good, halt until the next day, or reduce only until then.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Literal
 
 from trader.config.schema import RiskSettings
 from trader.domain import Order, OrderType, Quote, QuoteSource, Side
@@ -57,6 +60,9 @@ class DayMarks:
 
 
 OK = Verdict(True, "ok", "accepted")
+DAILY_LOSS = "daily loss"
+# wait: halted until a person resumes (the daemon). The others are backtest.on_halt's.
+HaltPolicy = Literal["wait", "stop", "resume_next_day", "reduce_only"]
 
 
 class RiskEngine:
@@ -69,8 +75,10 @@ class RiskEngine:
         max_quote_age: timedelta,
         status: TradingStatus,
         day: DayMarks | None = None,
+        halt_policy: HaltPolicy = "wait",
     ) -> None:
         self.settings = settings
+        self.halt_policy = halt_policy
         self.maker_fee_bps, self.taker_fee_bps = maker_fee_bps, taker_fee_bps
         self.max_quote_age = max_quote_age
         self.status = status
@@ -162,7 +170,7 @@ class RiskEngine:
         today = at.date()
         if self.day is None or self.day.day != today:
             self.day = DayMarks(today, equity, equity)
-            if self.state is TradingState.REDUCING:
+            if self.state is TradingState.REDUCING or self._halt_ends_today():
                 return self._move(TradingState.ACTIVE, "a new trading day", at)
         elif equity > self.day.peak:
             self.day = DayMarks(today, self.day.start, equity)
@@ -170,16 +178,34 @@ class RiskEngine:
             return None
         loss = float((self.day.start - equity) / self.day.start)
         if loss > self.settings.max_daily_loss:
-            return self._move(
-                TradingState.HALTED,
-                f"daily loss {loss:.2%} > {self.settings.max_daily_loss:.2%}",
-                at,
-            )
+            return self._daily_loss(f"{loss:.2%} > {self.settings.max_daily_loss:.2%}", at)
         drawdown = float((self.day.peak - equity) / self.day.peak)
         if drawdown > self.settings.max_drawdown and self.state is TradingState.ACTIVE:
             why = f"drawdown {drawdown:.2%} from today's peak > {self.settings.max_drawdown:.2%}"
             return self._move(TradingState.REDUCING, why, at)
         return None
+
+    def _daily_loss(self, what: str, at: datetime) -> TradingStatus | None:
+        if self.halt_policy == "reduce_only":
+            if self.state is TradingState.REDUCING:
+                return None
+            reason = f"{DAILY_LOSS} {what}: only reducing orders until the next day (on_halt)"
+            return self._move(TradingState.REDUCING, reason, at)
+        if self.halt_policy == "resume_next_day":
+            reason = f"{DAILY_LOSS} {what}: halted until the next day (on_halt)"
+        elif self.halt_policy == "stop":
+            reason = f"{DAILY_LOSS} {what}: halted for the rest of the run (on_halt)"
+        else:
+            reason = f"{DAILY_LOSS} {what}"
+        return self._move(TradingState.HALTED, reason, at)
+
+    def _halt_ends_today(self) -> bool:
+        """A loss-limit halt that ends with its day (backtest.on_halt = resume_next_day)."""
+        return (
+            self.state is TradingState.HALTED
+            and self.halt_policy == "resume_next_day"
+            and self.status.reason.startswith(DAILY_LOSS)
+        )
 
     def drawdown(self, equity: Decimal) -> float:
         if self.day is None or self.day.peak <= 0:

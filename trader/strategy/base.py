@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
@@ -33,6 +33,16 @@ class DecisionContext:
     position: Decimal  # signed amount held now
     costs: Costs
     allow_short: bool
+    # When the forecast's horizon ends in the market's time: the close of its last bar, so a
+    # horizon over a weekend or a night between sessions counts trading bars, not hours.
+    horizon_end: datetime | None = None
+
+    def valid_until(self) -> datetime:
+        """Until when an order for the forecast's horizon stays valid."""
+        if self.horizon_end is not None:
+            return self.horizon_end
+        steps = self.forecast.steps
+        return self.at + timedelta(seconds=self.forecast.timeframe.seconds * steps)
 
     @property
     def last_close(self) -> float:

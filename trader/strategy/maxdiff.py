@@ -9,8 +9,6 @@ limits are chosen from the forecast of the period it trades, never tuned on that
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
-
 from trader.domain import Direction, Signal, decimal_from_float
 from trader.strategy.base import Decision, DecisionContext, RestingLimits, stand_aside
 
@@ -40,7 +38,7 @@ class MaxDiffStrategy:
             "costs_bps": costs_bps,
             "model": forecast.model,
         }
-        expires = ctx.at + timedelta(seconds=forecast.timeframe.seconds * forecast.steps)
+        expires = ctx.valid_until()
         if ctx.position:
             return self._exit(ctx, RestingLimits(buy, sell, expires), inputs)
         if range_bps <= costs_bps:

@@ -59,6 +59,7 @@ class Metrics:
     ) -> None:
         self.registry = registry
         self.symbols = list(symbols)
+        self._missing_seen: dict[str, int] = {}
         self.broker_mode = broker_mode
         r = registry
         ProcessCollector(registry=r)  # process_resident_memory_bytes and friends
@@ -141,6 +142,16 @@ class Metrics:
             "trader_data_skips_total", "Data a symbol skipped a tick for, by reason", ["reason"],
             registry=r,
         )  # fmt: skip
+        self.bars_missing = Counter(
+            "trader_bars_missing_total",
+            "Bars a symbol's calendar expected that the venue never had (asked twice)",
+            ["symbol"], registry=r,
+        )  # fmt: skip
+        self.contiguous_bars = Gauge(
+            "trader_window_contiguous_bars",
+            "Newest bars of a symbol's window in a row, nothing missing between them",
+            ["symbol"], registry=r,
+        )  # fmt: skip
         self.exchange_errors = Counter(
             "trader_exchange_errors_total", "Failed exchange calls, by kind", ["kind"], registry=r
         )
@@ -209,6 +220,8 @@ class Metrics:
         self.position.labels(symbol)
         self.pnl_realized.labels(symbol)
         self.pnl_unrealized.labels(symbol)
+        self.bars_missing.labels(symbol)
+        self.contiguous_bars.labels(symbol)
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -253,6 +266,16 @@ class Metrics:
             self.observe_book(report.portfolio, report.marks, report.equity, report.drawdown)
         if report.status is not None:
             self.set_state(report.status)
+
+    def observe_windows(self, missing: Mapping[str, int], contiguous: Mapping[str, int]) -> None:
+        """The data step's running count of missing bars, and its windows' contiguous tails."""
+        for symbol, total in missing.items():
+            counted = self._missing_seen.get(symbol, 0)
+            if total > counted:
+                self.bars_missing.labels(symbol).inc(total - counted)
+                self._missing_seen[symbol] = total
+        for symbol, bars in contiguous.items():
+            self.contiguous_bars.labels(symbol).set(bars)
 
     def observe_book(
         self,

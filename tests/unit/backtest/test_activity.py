@@ -131,8 +131,35 @@ def test_buy_and_hold_returns_the_price_ratio_less_fees_spread_and_slippage():
     held = buy_and_hold(closes, 1000.0, h, ExitCosts(h, s, f))
     expected = 150 * (1 - h) * (1 - s) * (1 - f) / (100 * (1 + h) * (1 + s) * (1 + f))
     assert held.equity[-1] / 1000 == pytest.approx(expected, rel=1e-12)
-    assert held.equity[2] == pytest.approx(held.units * 120)
+    units = held.position[0]
+    assert held.equity[2] == pytest.approx(units * 120)
     assert held.costs.fees == pytest.approx(
-        held.units * f * (100 * (1 + h) * (1 + s) + 150 * (1 - h) * (1 - s))
+        units * f * (100 * (1 + h) * (1 + s) + 150 * (1 - h) * (1 - s))
     )
-    assert held.costs.spread == pytest.approx(held.units * (100 * h + 150 * h))
+    assert held.costs.spread == pytest.approx(units * (100 * h + 150 * h))
+
+
+def test_buy_and_hold_bought_late_is_flat_until_then_and_the_ratio_from_there():
+    h, s, f = 0.0005, 0.0002, 0.001
+    closes = np.array([100.0, 120.0, 90.0, 150.0])
+    held = buy_and_hold(closes, 1000.0, h, ExitCosts(h, s, f), start=2)
+    assert held.equity[:3].tolist() == [1000.0, 1000.0, 1000.0]  # E_0 and the first two ticks
+    assert held.position[:2].tolist() == [0.0, 0.0]
+    expected = 150 * (1 - h) * (1 - s) * (1 - f) / (90 * (1 + h) * (1 + s) * (1 + f))
+    assert held.equity[-1] / 1000 == pytest.approx(expected, rel=1e-12)
+
+
+def test_closing_out_costs_are_split_like_any_taker_fill():
+    exit_ = ExitCosts(0.0005, 0.0002, 0.001)
+    long, short = exit_.costs(2.0, 100.0), exit_.costs(-2.0, 100.0)
+    bid = 100 * (1 - 0.0005)
+    sold = bid * (1 - 0.0002)
+    assert long.traded_notional == pytest.approx(2 * sold)
+    assert long.spread == pytest.approx(2 * (100 - bid))
+    assert long.slippage == pytest.approx(2 * (bid - sold))
+    assert long.fees == pytest.approx(2 * sold * 0.001)
+    assert short.spread == pytest.approx(long.spread)  # the ask is as far above the mid
+    # What the columns count is what the equity curve paid to close.
+    assert 2 * 100 - exit_.proceeds(2.0, 100.0) == pytest.approx(
+        long.spread + long.slippage + long.fees
+    )

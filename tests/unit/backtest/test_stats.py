@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from trader.backtest.stats import annualisation, drawdown, performance
-from trader.domain import Timeframe
+from trader.backtest.stats import drawdown, performance
 
 # Returns +10%, -5%, +10%, -5%: mean 0.025, sample std sqrt(0.0225 / 3) = 0.0866025.
 ZIGZAG = [100.0, 110.0, 104.5, 114.95, 109.2025]
@@ -91,22 +90,3 @@ def test_equity_must_stay_positive():
         performance([100, 50, 0], 252)
     with pytest.raises(ValueError, match="at least one tick"):
         performance([100], 252)
-
-
-def test_a_24_7_market_has_every_hour_of_the_year():
-    ann = annualisation(Timeframe("1h"), "continuous", [], 252)
-    assert ann.periods_per_year == pytest.approx(365.25 * 24)
-    assert "24/7" in ann.explanation
-    assert annualisation(Timeframe("15m"), "continuous", [], 252).periods_per_year == (
-        pytest.approx(365.25 * 96)
-    )
-
-
-def test_a_market_with_trading_hours_counts_its_bars_per_trading_day():
-    day = 86_400_000
-    # Three trading days of 48 five-minute bars (4 hours), one short day of 24.
-    ends = [d * day + 3_600_000 + i * 300_000 for d in (0, 1, 2) for i in range(48)]
-    ends += [3 * day + i * 300_000 for i in range(24)]
-    ann = annualisation(Timeframe("5m"), "trading_days", ends, 252)
-    assert ann.periods_per_year == 252 * 48
-    assert ann.calendar == "trading_days"

@@ -14,6 +14,7 @@ from trader.backtest.forecasts import forecast_ahead
 from trader.backtest.windows import SymbolWindows
 from trader.domain import Timeframe
 from trader.forecast.baseline import BaselineForecaster
+from trader.market.calendar import TradingCalendar
 from trader.market.replay import Recording
 
 HOUR_MS = 3_600_000
@@ -36,41 +37,47 @@ def end_of(row: int) -> int:
     return T0 + (row + 1) * HOUR_MS
 
 
-def test_a_window_is_the_context_of_valid_consecutive_bars_ending_at_the_tick():
-    windows = SymbolWindows(recording(40, bad={20}, missing={30}), 8, allow_gaps=False)
+CONTINUOUS = TradingCalendar.always_open()
+
+
+def windows_of(rec: Recording, context: int = 8, min_contiguous: int | None = 8) -> SymbolWindows:
+    return SymbolWindows(rec, context, calendar=CONTINUOUS, min_contiguous=min_contiguous)
+
+
+def test_a_window_is_the_context_of_valid_bars_ending_at_a_tick_the_engine_trades():
+    windows = windows_of(recording(40, bad={20}, missing={30}), min_contiguous=4)
     ends = sorted(windows.by_end)
     assert ends[0] == end_of(7)  # the first full window
-    # A bad bar ends every window through it; so does a gap.
+    # A bad bar and a missing one are holes; the engine trades again 4 bars after each.
     assert end_of(20) not in windows.by_end
-    assert end_of(27) not in windows.by_end
-    assert end_of(28) in windows.by_end
-    assert end_of(31) not in windows.by_end
-    assert end_of(38) in windows.by_end
-    window = windows.by_end[end_of(28)]
+    assert [end_of(r) in windows.by_end for r in range(21, 26)] == [False] * 3 + [True] * 2
+    assert [end_of(r) in windows.by_end for r in range(31, 36)] == [False] * 3 + [True] * 2
+    window = windows.by_end[end_of(24)]
     bars = windows.bars_of(window)
     assert len(bars) == 8
-    assert bars[0].start.timestamp() * 1000 == T0 + 21 * HOUR_MS
-    # With gaps allowed, a missing bar does not end a window.
-    gapped = SymbolWindows(recording(40, missing={30}), 8, allow_gaps=True)
-    assert end_of(31) in gapped.by_end
+    # The hole is closed up: rows 16..24 without row 20.
+    assert [int(b.start.timestamp() * 1000) for b in bars] == [
+        T0 + r * HOUR_MS for r in (16, 17, 18, 19, 21, 22, 23, 24)
+    ]
+    # Bridging holes, the engine trades at once after them.
+    bridged = windows_of(recording(40, missing={30}), min_contiguous=None)
+    assert end_of(31) in bridged.by_end
 
 
 def test_a_windows_key_changes_with_its_bars_and_only_with_them():
-    base = SymbolWindows(recording(40), 8, allow_gaps=False)
+    base = windows_of(recording(40))
     rows = list(recording(40).rows)
     start, _open, high, low, close, volume, quote = rows[30]
     rows[30] = (start, _open, high, low, close, volume + 1, quote)
-    changed = SymbolWindows(
-        Recording("SOL/USDT", Timeframe("1h"), rows, Path("x.csv")), 8, allow_gaps=False
-    )
+    changed = windows_of(Recording("SOL/USDT", Timeframe("1h"), rows, Path("x.csv")))
     for end, window in base.by_end.items():
         touches = window.first <= 30 <= window.last
         assert (changed.by_end[end].key != window.key) is touches
 
 
 def test_batches_are_slots_of_the_clock_whatever_the_data_holds():
-    windows = SymbolWindows(recording(100), 8, allow_gaps=False)
-    sparse = SymbolWindows(recording(100, bad={50}, missing={70}), 8, allow_gaps=False)
+    windows = windows_of(recording(100), 8)
+    sparse = windows_of(recording(100, bad={50}, missing={70}), 8)
     slots = windows.batch_slots(end_of(40), 16)
     assert len(slots) == 16
     assert end_of(40) in slots
@@ -84,7 +91,7 @@ def test_batches_are_slots_of_the_clock_whatever_the_data_holds():
 
 
 def test_a_placeholder_holds_a_slot_with_the_slots_symbol_and_time():
-    windows = SymbolWindows(recording(20), 8, allow_gaps=False)
+    windows = windows_of(recording(20), 8)
     request = windows.placeholder(end_of(30), 2, LEVELS)
     assert len(request.bars) == 8
     assert request.symbol == "SOL/USDT"
@@ -118,7 +125,7 @@ def test_the_model_key_covers_weights_and_parameters():
 
 
 def test_cached_forecasts_come_back_exactly_and_are_not_recomputed(tmp_path):
-    windows = {"SOL/USDT": SymbolWindows(recording(80), 16, allow_gaps=False)}
+    windows = {"SOL/USDT": windows_of(recording(80), 16)}
     ends = {"SOL/USDT": sorted(windows["SOL/USDT"].by_end)[:30]}
     model = BaselineForecaster(8)
 
@@ -144,7 +151,7 @@ def test_cached_forecasts_come_back_exactly_and_are_not_recomputed(tmp_path):
 
 
 def test_a_request_the_cache_lacks_is_forecast_now_and_counted(tmp_path):
-    windows = {"SOL/USDT": SymbolWindows(recording(60), 16, allow_gaps=False)}
+    windows = {"SOL/USDT": windows_of(recording(60), 16)}
     model = BaselineForecaster(8)
     served = forecast_ahead(
         model, windows, {"SOL/USDT": []}, ForecastCache(tmp_path), horizon=1, quantiles=LEVELS,
@@ -163,7 +170,7 @@ def test_entries_differ_by_model_and_window():
 
 @pytest.mark.parametrize("levels", [[0.1, 0.5, 0.9], [0.2, 0.5, 0.8]])
 def test_the_cache_stores_forecasts_as_exact_floats(tmp_path, levels):
-    windows = SymbolWindows(recording(40), 16, allow_gaps=False)
+    windows = windows_of(recording(40), 16)
     window = windows.by_end[end_of(30)]
     (forecast,) = BaselineForecaster(8).forecast([windows.request(window, 3, levels)])
     cache = ForecastCache(tmp_path)

@@ -163,6 +163,25 @@ async def test_orders_expire_and_can_be_cancelled():
     assert paper.open_orders() == []
 
 
+async def test_a_bar_that_opened_after_an_order_expired_never_fills_it():
+    # A Friday order valid for one bar; the next bar it sees opens on Monday, far through its
+    # limit. Expiry comes first: nothing fills, the order is expired.
+    paper = broker()
+    expires = AT + TF.duration
+    resting = await paper.submit(order(Side.BUY, "1", "90", expires=expires), quote(), AT)
+    monday = bar(85.0, 86.0, 80.0, 85.0, start=AT + timedelta(days=3))
+    (executed,) = await paper.on_market([monday], {}, monday.end)
+    assert executed.fills == ()
+    assert executed.order.client_order_id == resting.order.client_order_id
+    assert executed.order.status is OrderStatus.EXPIRED
+    # A bar that opened before the expiry still fills it, even when booked late.
+    again = await paper.submit(order(Side.BUY, "1", "90", leg="y", expires=expires), quote(), AT)
+    inside = bar(92.0, 93.0, 89.0, 90.5, start=AT)
+    (filled,) = await paper.on_market([inside], {}, AT + timedelta(days=3))
+    assert filled.order.client_order_id == again.order.client_order_id
+    assert filled.order.status is OrderStatus.FILLED
+
+
 async def test_restore_replaces_all_state_with_the_ledgers():
     paper = broker()
     resting = await paper.submit(order(Side.BUY, "1", "90"), quote(), AT)

@@ -19,6 +19,7 @@ from trader.risk import (
     order_size,
     target_amount,
 )
+from trader.risk.engine import HaltPolicy
 
 AT = T0 + timedelta(seconds=5)
 LIMITS = RiskSettings(
@@ -32,13 +33,16 @@ LIMITS = RiskSettings(
 )
 
 
-def engine(state: TradingState = TradingState.ACTIVE) -> RiskEngine:
+def engine(
+    state: TradingState = TradingState.ACTIVE, halt_policy: HaltPolicy = "wait"
+) -> RiskEngine:
     return RiskEngine(
         LIMITS,
         maker_fee_bps=2.0,
         taker_fee_bps=10.0,
         max_quote_age=timedelta(seconds=30),
         status=TradingStatus(state, "test", T0),
+        halt_policy=halt_policy,
     )
 
 
@@ -148,6 +152,39 @@ def test_a_daily_loss_past_the_limit_halts_until_resumed():
     resumed = risk.resume("checked by hand", AT + timedelta(days=1))
     assert resumed is not None
     assert resumed.state is TradingState.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("policy", "during", "next_day"),
+    [
+        ("stop", TradingState.HALTED, TradingState.HALTED),
+        ("resume_next_day", TradingState.HALTED, TradingState.ACTIVE),
+        ("reduce_only", TradingState.REDUCING, TradingState.ACTIVE),
+    ],
+)
+def test_a_backtest_says_what_the_daily_loss_limit_does(policy, during, next_day):
+    risk = engine(halt_policy=policy)
+    risk.observe_equity(AT, Decimal(10_000))
+    change = risk.observe_equity(AT + timedelta(hours=1), Decimal(9_400))
+    assert change is not None
+    assert change.state is during
+    assert change.reason.startswith("daily loss 6.00% > 5.00%: ")
+    assert risk.observe_equity(AT + timedelta(hours=2), Decimal(9_300)) is None  # no flapping
+    if during is TradingState.REDUCING:
+        # Getting out stays possible; getting in does not.
+        assert risk.check(check(Side.SELL, "5", position="5"), AT).accepted
+        refused = risk.check(check(Side.BUY), AT)
+        assert refused.rule == "reducing"
+    else:
+        assert risk.check(check(Side.SELL, "5", position="5"), AT).rule == ("halted")
+    tomorrow = risk.observe_equity(AT + timedelta(days=1), Decimal(9_300))
+    assert (tomorrow.state if tomorrow else risk.state) is next_day
+    # A halt with another cause (a person must look) never ends with the day.
+    other = engine(halt_policy=policy)
+    other.observe_equity(AT, Decimal(10_000))
+    other.halt("reconciliation: an order open only in the broker", AT)
+    assert other.observe_equity(AT + timedelta(days=1), Decimal(10_000)) is None
+    assert other.state is TradingState.HALTED
 
 
 def test_state_changes_are_explicit_and_carry_a_reason():

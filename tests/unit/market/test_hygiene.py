@@ -17,7 +17,6 @@ from trader.market.hygiene import (
     SkipReason,
     check_quote,
     check_rows,
-    is_fresh,
     parse_row,
 )
 
@@ -48,8 +47,8 @@ def now_after(rows: list[list[object]]) -> datetime:
     return T0 + timedelta(hours=len(rows) + 1, seconds=5)
 
 
-def check(rows, now, allow_gaps=False):
-    return check_rows(rows, "SOL/USDT", TF, now, after=T0, allow_gaps=allow_gaps)
+def check(rows, now):
+    return check_rows(rows, "SOL/USDT", TF, now, after=T0)
 
 
 def starts(bars: list[Bar]) -> list[int]:
@@ -76,14 +75,19 @@ VALUE_CORRUPTIONS = {
 
 
 @given(clean_rows(), st.data(), st.sampled_from(sorted(VALUE_CORRUPTIONS)), st.integers(1, 4))
-def test_a_bad_price_ends_the_run_and_is_counted(rows, data, kind, field):
+def test_a_bad_price_is_dropped_and_counted_and_the_rest_judged_on_their_own(
+    rows, data, kind, field
+):
     i = data.draw(st.integers(0, len(rows) - 1))
     value, reason = VALUE_CORRUPTIONS[kind]
     rows[i][field] = value
     result = check(rows, now_after(rows))
     assert result.problems == {reason: 1}
-    assert starts(result.bars) == [r[0] for r in rows[:i]]
+    assert starts(result.bars) == [r[0] for j, r in enumerate(rows) if j != i]
     assert all(math.isfinite(b.close) and b.low > 0 for b in result.bars)
+    # Every row was judged, the bad one too: none of them is read again.
+    assert [int(t.timestamp() * 1000) for t in result.judged] == [r[0] for r in rows]
+    assert result.dropped == {T0 + timedelta(milliseconds=rows[i][0] - T0_MS): reason}
 
 
 @given(clean_rows(), st.data())
@@ -100,39 +104,39 @@ def test_inconsistent_high_low_and_negative_volume_are_caught(rows, data):
     reason = SkipReason.NEGATIVE_VOLUME if kind == "volume" else SkipReason.INCONSISTENT_BAR
     result = check(rows, now_after(rows))
     assert result.problems == {reason: 1}
-    assert len(result.bars) == i
+    assert len(result.bars) == len(rows) - 1
 
 
 @given(clean_rows(), st.data())
-def test_a_duplicate_bar_is_caught_after_the_original(rows, data):
+def test_a_second_row_for_a_time_is_dropped_and_the_first_kept(rows, data):
     i = data.draw(st.integers(0, len(rows) - 1))
-    rows.insert(i + 1, list(rows[i]))
+    changed = list(rows[i])
+    changed[4] = changed[4] * 1.01  # a conflicting copy: the first stays
+    rows.insert(i + 1, changed)
     result = check(rows, now_after(rows))
     assert result.problems == {SkipReason.DUPLICATE_BAR: 1}
-    assert starts(result.bars) == [r[0] for r in rows[: i + 1]]
+    assert starts(result.bars) == [r[0] for j, r in enumerate(rows) if j != i + 1]
+    assert result.bars[i].close == rows[i][4]
 
 
 @given(clean_rows(), st.data())
-def test_swapped_bars_show_as_a_gap_then_out_of_order(rows, data):
+def test_rows_out_of_order_are_put_in_order(rows, data):
     i = data.draw(st.integers(0, len(rows) - 2))
-    rows[i], rows[i + 1] = rows[i + 1], rows[i]
-    result = check(rows, now_after(rows))
-    assert result.problems == {SkipReason.GAP: 1, SkipReason.OUT_OF_ORDER_BAR: 1}
-    assert starts(result.bars) == [r[0] for r in rows[:i]]
+    swapped = list(rows)
+    swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+    result = check(swapped, now_after(rows))
+    assert not result.problems
+    assert starts(result.bars) == [r[0] for r in rows]
 
 
 @given(clean_rows(), st.data())
-def test_a_missing_bar_is_a_gap_that_says_where_to_refill(rows, data):
+def test_a_missing_row_is_no_problem_of_the_rows(rows, data):
+    # Whether a bar is missing is the market's calendar's to say (the data step asks it).
     i = data.draw(st.integers(0, len(rows) - 2))
-    missing = rows.pop(i)
+    rows.pop(i)
     result = check(rows, now_after(rows) + timedelta(hours=1))
-    assert result.problems == {SkipReason.GAP: 1}
-    assert starts(result.bars) == [r[0] for r in rows[:i]]
-    assert result.gap_from == T0 + timedelta(milliseconds=missing[0] - T0_MS)
-    # A venue with trading hours has gaps by design.
-    allowed = check(rows, now_after(rows) + timedelta(hours=1), allow_gaps=True)
-    assert not allowed.problems
-    assert len(allowed.bars) == len(rows)
+    assert not result.problems
+    assert starts(result.bars) == [r[0] for r in rows]
 
 
 @given(clean_rows(), st.data())
@@ -142,7 +146,7 @@ def test_several_corruptions_are_each_counted(rows, data):
         rows[i][4] = float("nan")
     result = check(rows, now_after(rows))
     assert result.problems == {SkipReason.INVALID_BAR: len(bad)}
-    assert len(result.bars) == min(bad)
+    assert len(result.bars) == len(rows) - len(bad)
 
 
 @given(clean_rows())
@@ -159,14 +163,6 @@ def test_the_still_forming_bar_and_known_bars_are_passed_over_quietly(rows):
 )
 def test_rows_of_the_wrong_shape_are_invalid(row):
     assert parse_row(row, "SOL/USDT", TF) is SkipReason.INVALID_BAR
-
-
-def test_a_bar_is_fresh_only_if_it_closed_within_the_last_bar_period():
-    bar = parse_row([T0_MS, 1, 2, 0.5, 1, 1], "SOL/USDT", TF)
-    assert isinstance(bar, Bar)
-    assert is_fresh(bar, T0 + timedelta(hours=1, seconds=5))
-    assert not is_fresh(bar, T0 + timedelta(hours=2, seconds=5))
-    assert not is_fresh(None, T0)
 
 
 # --- quotes --------------------------------------------------------------------------------
