@@ -13,6 +13,7 @@ from trader import __version__
 from trader.backtest.command import add_parser as add_backtest_parser
 from trader.bench.parser import add_bench_parser
 from trader.config import ConfigError, LoadedSettings, load_from_environment
+from trader.config.loader import DataLayer
 from trader.config.render import show_json, show_text, template
 from trader.doctor.parser import add_doctor_parser
 from trader.domain import Timeframe
@@ -23,8 +24,9 @@ from trader.sandbox_cli import add_sandbox_parser
 from trader.service import EX_CONFIG, Service
 
 
-def _load(args: argparse.Namespace) -> LoadedSettings:
-    loaded = load_from_environment(args.config)
+def _load(args: argparse.Namespace, from_data: DataLayer | None = None) -> LoadedSettings:
+    """The settings, and logging set up by them; `from_data`: what a replay's files decide."""
+    loaded = load_from_environment(args.config, from_data=from_data)
     overrides = {}
     if args.log_level:
         overrides["level"] = args.log_level
@@ -37,14 +39,11 @@ def _load(args: argparse.Namespace) -> LoadedSettings:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    loaded = _load(args)
     if args.replay:
         from trader.replay_cli import run_replay_command  # noqa: PLC0415 - only replay needs it
 
-        return run_replay_command(
-            loaded, args.replay, args.symbol, args.speed, args.max_ticks, reading_options(args)
-        )
-    return asyncio.run(Service(loaded).run())
+        return run_replay_command(args, lambda from_data: _load(args, from_data))
+    return asyncio.run(Service(_load(args)).run())
 
 
 def _utc_date(text: str) -> datetime:
@@ -115,7 +114,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     # Decisions, orders and fills are in the backtest's ledgers: the log keeps to warnings
     # unless asked for more.
     args.log_level = args.log_level or "WARNING"
-    return run_backtest_command(_load(args).settings, args)
+    return run_backtest_command(args, lambda from_data: _load(args, from_data))
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -26,10 +26,10 @@ from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
 from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
-from trader.market.feed import MarketData
-from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.calendar import TradingCalendar
 from trader.market.calendars import CONTINUOUS
+from trader.market.feed import MarketData
+from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
 from trader.market.retry import RetryPolicy

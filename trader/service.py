@@ -24,7 +24,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta

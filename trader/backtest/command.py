@@ -6,17 +6,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trader.config.schema import Settings
 from trader.market.file_options import add_reading_options, reading_options
 
 if TYPE_CHECKING:
+    from trader.config import LoadedSettings
+    from trader.config.loader import DataLayer
     from trader.market.replay import Recording
 
-EX_USAGE, EX_DATAERR, EX_CONFIG = 2, 65, 78
+EX_FAILED, EX_USAGE, EX_DATAERR, EX_CONFIG = 1, 2, 65, 78
 STRATEGIES = ("simple", "ci_guard", "maxdiff")
 
 
@@ -50,6 +52,12 @@ def add_parser(
     add("--from", dest="begin", type=_begin, metavar="D", help="first tick, UTC date or time")
     add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
+    add(
+        "--allow-skips",
+        action="store_true",
+        help="exit 0 even when symbols skipped more than backtest.max_skipped_share of their "
+        "ticks or a tick failed (the summary still lists them first)",
+    )
     add_reading_options(parser)
     return parser
 
@@ -68,30 +76,38 @@ class _Refused(Exception):
         self.code = code
 
 
-def _recordings(args: argparse.Namespace) -> list[Recording]:
+def _recordings(args: argparse.Namespace) -> tuple[list[Recording], DataLayer]:
     from trader.market.replay import (  # noqa: PLC0415
         RecordingsRequestError,
         ReplayDataError,
         read_recordings,
+        settings_from,
     )
 
     if args.begin and args.end and args.begin > args.end:
         raise _Refused(EX_USAGE, "--from is after --to")
     try:
-        return read_recordings(args.data, args.symbol, reading_options(args))
+        recordings = read_recordings(args.data, args.symbol, reading_options(args))
+        return recordings, settings_from(recordings)
     except RecordingsRequestError as error:
         raise _Refused(EX_USAGE, f"{error} (--data FILE, --symbol NAME)") from None
     except ReplayDataError as error:
         raise _Refused(EX_DATAERR, str(error)) from None
 
 
-def run_backtest_command(settings: Settings, args: argparse.Namespace) -> int:
+def run_backtest_command(
+    args: argparse.Namespace, load: Callable[[DataLayer], LoadedSettings]
+) -> int:
+    """`load`: the settings (and logging) with the files' own layer on top: the files decide
+    the symbols, the timeframe and the account's currency."""
     try:  # bad input is told before the engine, torch and matplotlib are loaded
-        recordings = _recordings(args)
+        recordings, layer = _recordings(args)
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
+    settings = load(layer).settings
     # Imported here: numpy, matplotlib and the engine load only for this verb.
+    from trader.backtest.findings import findings  # noqa: PLC0415
     from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
     from trader.backtest.run import Period, run_backtest  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
@@ -123,4 +139,11 @@ def run_backtest_command(settings: Settings, args: argparse.Namespace) -> int:
         sys.stdout.write(f"report: {args.out / 'report.html'} (and report.md, stats.json)\n")
     else:
         sys.stdout.write("(--out DIR writes the report, its plots and the ledgers)\n")
+    failing = [f.text for f in findings(result) if f.fails]
+    if failing and not args.allow_skips:
+        sys.stderr.write(
+            "trader backtest: the run did not do what was asked (--allow-skips accepts it):\n"
+        )
+        sys.stderr.writelines(f"  {text}\n" for text in failing)
+        return EX_FAILED
     return 0

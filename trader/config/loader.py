@@ -67,6 +67,8 @@ class Origin:
 
 DEFAULT = Origin("default")
 Values = dict[KeyPath, tuple[object, Origin]]
+# What a replay's own files decide, given the other layers' values (see `data_layer`).
+DataLayer = Callable[[Values], Values]
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ def load_settings(
     environ: Mapping[str, str],
     dotenv_file: Path | None,
     secrets_dir: Path | None,
-    from_data: Callable[[Values], Values] | None = None,
+    from_data: DataLayer | None = None,
 ) -> LoadedSettings:
     """Settings from the given sources (pass None to leave a source out). `from_data`: what
     a replay's own files decide (its symbols, timeframe, currency), given the other layers'
@@ -354,7 +356,7 @@ def load_settings(
     return LoadedSettings(settings, origins, config_file, secrets_dir, dotenv)
 
 
-def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> Callable[[Values], Values]:
+def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> DataLayer:
     """What a replay's files decide: its symbols and timeframe, and an account in the
     symbols' quote currency (there is no conversion: symbols quoted in different currencies
     cannot share one account). Per-symbol strategies of other symbols are dropped."""
@@ -387,7 +389,7 @@ def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> Callable[
 def load_from_environment(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
-    from_data: Callable[[Values], Values] | None = None,
+    from_data: DataLayer | None = None,
 ) -> LoadedSettings:
     """What the CLI and the daemon load: the sources found from the process environment."""
     env = dict(os.environ if environ is None else environ)

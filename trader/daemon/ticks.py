@@ -22,10 +22,10 @@ from typing import Protocol
 
 from trader.clock import Clock
 from trader.domain import Timeframe, from_epoch_ms
-from trader.market.calendar import TradingCalendar
-from trader.market.symbol_calendars import SymbolCalendars
 from trader.engine.pipeline import TickReport
 from trader.logging import get_logger
+from trader.market.calendar import TradingCalendar
+from trader.market.symbol_calendars import SymbolCalendars
 
 LATE_AFTER_S = 1.0  # a tick that starts later than this after its time counts as late
 MAX_MISSED_OBSERVED = 1000  # a long stall is counted whole, its lateness sampled
@@ -68,7 +68,9 @@ class BarCloseTicks:
         return list({id(c): c for c in self.calendars.values()}.values())
 
     def due(self, now: datetime) -> datetime | None:
-        closes = [c.last_bar_end(self.timeframe, _ms(now - self.settle)) for c in self._markets(now)]
+        closes = [
+            c.last_bar_end(self.timeframe, _ms(now - self.settle)) for c in self._markets(now)
+        ]
         known = [close for close in closes if close is not None]
         return from_epoch_ms(max(known)) + self.settle if known else None
 

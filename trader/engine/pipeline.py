@@ -42,6 +42,7 @@ from trader.engine.reconciling import reconcile_ledger
 from trader.forecast.protocol import Forecaster, ForecastRequest
 from trader.ledger.trading import LedgerState, TickRecord, TradingLedger
 from trader.logging import get_logger, log_context
+from trader.market.calendar import CalendarRangeError
 from trader.market.step import MarketDataStep, SymbolData, TickData
 from trader.risk.engine import OrderCheck, RiskEngine, Verdict
 from trader.risk.state import TradingState, TradingStatus
@@ -378,11 +379,15 @@ class Engine:
             for symbol in symbols
         }
 
-    def _horizon_end(self, data: SymbolData, steps: int) -> datetime:
-        """The close of the `steps`-th bar the symbol's market expects after its newest."""
+    def _horizon_end(self, data: SymbolData, steps: int) -> datetime | None:
+        """The close of the `steps`-th bar the symbol's market expects after its newest; None
+        past the calendar's known sessions (the strategy then counts hours)."""
         calendar = self.market.calendars[data.symbol]
         after = int(data.bars[-1].end.timestamp() * 1000)
-        return from_epoch_ms(calendar.bar_end_after(self.market.timeframe, after, steps))
+        try:
+            return from_epoch_ms(calendar.bar_end_after(self.market.timeframe, after, steps))
+        except CalendarRangeError:
+            return None
 
     async def _act(
         self, decisions: Mapping[str, Decision], data: TickData, at: datetime, report: TickReport

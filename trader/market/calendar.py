@@ -164,7 +164,8 @@ class TradingCalendar:
     every interval's open + k x timeframe (`"session"`). A bar ends one timeframe after its start,
     as everywhere else in the daemon (a shortened last bar of a session included). `1d` expects
     one bar per session, stamped with its date label; `1w` the Monday of every week holding a
-    session. A continuous market expects every grid point and has no span.
+    session. A continuous market expects every grid point and has no span (`span_ms` None).
+    `has_breaks` says a session holds a break (bars_per_year names it).
     """
 
     def __init__(

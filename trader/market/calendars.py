@@ -1,8 +1,8 @@
 """Building trading calendars by name, and finding which one a file of bars follows.
 
 Exchange sessions come from exchange_calendars (imported inside the functions that need it:
-importing it costs about a second, and a crypto daemon never does). The FX week is built here:
-exchange_calendars has no calendar for it.
+importing it, with pandas, takes about half a second, and a crypto daemon never needs it).
+The FX week is built here: exchange_calendars has no calendar for it.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _utc(ms: int) -> datetime:
 
 
 def _xc() -> Any:
-    # Imported on first use (about a second); untyped, so held as Any.
+    # Imported on first use; it has no type information, so its values are Any here.
     return importlib.import_module("exchange_calendars")
 
 
@@ -125,7 +125,7 @@ class CalendarBuilder:
             low_ms = _ms(datetime.combine(low.date(), time(), UTC))
             if begin_ms < low_ms:
                 raise ValueError(
-                    f"data starts {_utc(begin_ms):%Y-%m-%d}, before {name}'s first known session"
+                    f"{_utc(begin_ms):%Y-%m-%d} is before {name}'s first known session"
                     f" ({low:%Y-%m-%d}): exchange_calendars cannot build {name} earlier"
                 )
             begin = max(begin, low_ms)
@@ -137,8 +137,8 @@ class CalendarBuilder:
         end = min(end, _ms(last))
         if begin_ms >= end:
             raise ValueError(
-                f"data starts {_utc(begin_ms):%Y-%m-%d}, after the last date exchange_calendars"
-                f" can build {name} for ({_utc(end - 1):%Y-%m-%d})"
+                f"{_utc(begin_ms):%Y-%m-%d} is after the last date exchange_calendars can build"
+                f" {name} for ({_utc(end - 1):%Y-%m-%d})"
             )
         return begin, end
 

@@ -37,8 +37,10 @@ Ints = npt.NDArray[np.int64]
 TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 QUOTE_VOLUME_COLUMNS = ("amount", "quote_volume", "quote_asset_volume")
-# What pandas and pyarrow call an index written without a name.
-_INDEX_NAMES = ("", "unnamed: 0", "__index_level_0__")
+# What pandas and pyarrow call an index written without a name: first in a CSV, anywhere
+# (last, in fact) in a Parquet file.
+_INDEX_NAMES = ("", "unnamed: 0")
+_PANDAS_INDEX = "__index_level_0__"
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _MAGIC = {
     b"\x89PNG": "a PNG image",
@@ -49,6 +51,8 @@ _MAGIC = {
     b"\xd0\xcf\x11\xe0": "an old Office file (an Excel workbook? export it as CSV)",
 }
 _HEAD_BYTES = 64 * 1024
+# pyarrow's missing-value spellings less its NaNs: a NaN in the file stays NaN in the row.
+_MISSING = ("", "#N/A", "#N/A N/A", "#NA", "N/A", "NA", "NULL", "n/a", "null")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_DIRECTIVES = ("%H", "%I", "%M", "%S", "%s", "%T", "%X", "%c", "%R")
 # Multiply, then floor-divide, to get milliseconds.
@@ -111,7 +115,8 @@ class Conflict:
 
 @dataclass(frozen=True)
 class FileReport:
-    """How a file was read. `time_column_found`: "named", "first column" or "given";
+    """How a file was read. `time_column_found`: "named", "first column" (unnamed), "pandas
+    index" (Parquet's __index_level_0__) or "given";
     `time_kind`: datetime, date, epoch_s/ms/us/ns or "text <strptime format>"; `date_order`:
     iso, month-first, day-first, format (given) or epoch."""
 
@@ -199,7 +204,7 @@ class BarFile:
 def read_bar_file(path: Path, options: ReadOptions = AS_WRITTEN) -> BarFile:
     """The bars of a CSV (optionally compressed) or Parquet file; ReplayDataError if the file
     cannot be read with confidence."""
-    table = _read_table(path)
+    table = _read_table(path, options)
     if table.num_rows == 0:
         raise ReplayDataError(f"{path}: has a header but no rows of bars")
     with _arrow_errors(path, "cannot be read as bars", "check its columns and values"):
@@ -231,7 +236,7 @@ def read_bar_file(path: Path, options: ReadOptions = AS_WRITTEN) -> BarFile:
 # --- the file itself -----------------------------------------------------------------------
 
 
-def _read_table(path: Path) -> pa.Table:
+def _read_table(path: Path, options: ReadOptions) -> pa.Table:
     if not path.exists():
         raise ReplayDataError(f"{path}: no such file")
     if not path.is_file():
@@ -247,7 +252,10 @@ def _read_table(path: Path) -> pa.Table:
         with _arrow_errors(path, "is not a readable Parquet file", "write or download it again"):
             return pq.read_table(path)
     # Compression is told by the name (.gz, .bz2, .zst) or, for gzip, by its first bytes.
-    compression = "gzip" if magic.startswith(b"\x1f\x8b") else "detect"
+    return _read_csv(path, "gzip" if magic.startswith(b"\x1f\x8b") else "detect", options)
+
+
+def _read_csv(path: Path, compression: str, options: ReadOptions) -> pa.Table:
     header = _csv_header(path, compression)
     delimiter = _delimiter(header)
     names = next(csv.reader([header], delimiter=delimiter))
@@ -255,12 +263,15 @@ def _read_table(path: Path) -> pa.Table:
     # not make a column integer and "100.5" further down an error.
     numeric = PRICE_COLUMNS + QUOTE_VOLUME_COLUMNS
     types = {name: pa.float64() for name in names if name.strip().lower() in numeric}
-    remedy = "every row needs the header's columns, comma-separated"
+    if options.date_format is not None:
+        # Times in a stated format stay text as written, not as pyarrow would rewrite them.
+        types |= {name: pa.string() for name in _time_columns(names, options, path)[0]}
+    remedy = "every row needs the header's columns, with numbers for prices and volumes"
     with _arrow_errors(path, "is not a CSV file of bars", remedy):
         return pa_csv.read_csv(
             pa.input_stream(str(path), compression=compression),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter),
-            convert_options=pa_csv.ConvertOptions(column_types=types),
+            convert_options=pa_csv.ConvertOptions(column_types=types, null_values=_MISSING),
         )
 
 
@@ -271,7 +282,8 @@ def _csv_header(path: Path, compression: str) -> str:
         pa.input_stream(str(path), compression=compression) as stream,
     ):
         head: bytes = stream.read(_HEAD_BYTES)
-    controls = sum(byte < 9 or 13 < byte < 32 for byte in head)
+    codes = np.frombuffer(head, np.uint8)
+    controls = int(np.count_nonzero((codes < 9) | ((codes > 13) & (codes < 32))))
     if b"\x00" in head or controls > len(head) // 10:
         raise ReplayDataError(f"{path}: is binary, not a CSV or Parquet file of bars")
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
@@ -333,8 +345,10 @@ def _time_columns(names: list[str], options: ReadOptions, path: Path) -> tuple[l
             return [lowered[candidate][0]], "named"
     if names and names[0].strip().lower() in _INDEX_NAMES:
         return [names[0]], "first column"
+    if _PANDAS_INDEX in names:
+        return [_PANDAS_INDEX], "pandas index"
     raise ReplayDataError(
-        f"{path}: no column among {', '.join(TIME_COLUMNS)} and no unnamed first column (its "
+        f"{path}: no column among {', '.join(TIME_COLUMNS)} and no unnamed index column (its "
         f"columns: {_listed(names)}); say which holds the times with --time-column NAME"
     )
 
@@ -481,6 +495,7 @@ def _epoch_times(values: pa.Array, name: str, options: ReadOptions, path: Path) 
 
 def _string_times(values: pa.Array, name: str, options: ReadOptions, path: Path) -> _Times:
     """ISO 8601 text (pyarrow reads it at C speed), else dates with numeric fields."""
+    values = pc.utf8_trim_whitespace(values)
     for target in (pa.timestamp("us", "UTC"), pa.timestamp("us")):
         try:
             parsed = pc.cast(values, target)
@@ -569,6 +584,8 @@ def _arrow_strptime(values: pa.Array, formats: Sequence[str]) -> tuple[pa.Array 
         if attempt.null_count < len(values):
             used.add(fmt)
             parsed = attempt if parsed is None else pc.coalesce(parsed, attempt)
+            if parsed.null_count == 0:
+                break
     return parsed, used
 
 
@@ -611,9 +628,9 @@ def _order(ms: Ints, strict: bool, path: Path) -> _Order:
     if strict:
         row = int(base[int(np.flatnonzero(np.diff(ms[base]) < 0)[0]) + 1]) + 1
         raise ReplayDataError(
-            f"{path}: rows are not in time order (data row {row} is earlier than the one "
-            f"before it; {len(ms) - max(forward, backward)} rows out of place); sort the file, "
-            "or leave out --strict to have it sorted"
+            f"{path}: rows are not in time order ({len(ms) - max(forward, backward)} rows out "
+            f"of place, the first at data row {row}); sort the file, or leave out --strict to "
+            "have it sorted"
         )
     positions = base[np.argsort(ms[base], kind="stable")]
     return _Order(positions, reverse, len(ms) - max(forward, backward))

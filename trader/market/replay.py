@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from trader.clock import Clock
+from trader.config.loader import DataLayer, data_layer
 from trader.domain import Bar, Instrument, Timeframe, from_epoch_ms
 from trader.logging import get_logger
 from trader.market.feed import UnknownSymbols
@@ -30,8 +31,10 @@ __all__ = [
     "ReplayDataError",  # defined with the file reading, raised from here too
     "ReplayMarketData",
     "first_bar_time",
+    "log_reading",
     "read_recording",
     "read_recordings",
+    "settings_from",
     "symbol_from_name",
 ]
 
@@ -83,10 +86,31 @@ def read_recording(
         )
     timeframe = timeframe or _timeframe_of_rows(bars.rows, path)
     report = bars.report
+    return Recording(symbol, timeframe, bars.rows, path, report, report.naive_times)
+
+
+def log_reading(recording: Recording) -> None:
+    """What reading the file took, once logging is set up (a warning if it repaired it)."""
+    report = recording.report
+    if report is None:
+        return
     log = get_logger("trader.market")
     say = log.warning if report.repaired else log.info
-    say("recording read", symbol=symbol, timeframe=str(timeframe), **report.log_fields())
-    return Recording(symbol, timeframe, bars.rows, path, report, report.naive_times)
+    say(
+        "recording read", symbol=recording.symbol, timeframe=str(recording.timeframe),
+        **report.log_fields(),
+    )  # fmt: skip
+
+
+def settings_from(recordings: Sequence[Recording]) -> DataLayer:
+    """The settings a replay's files decide (symbols, timeframe, the account's currency), as
+    the highest layer of the settings. ReplayDataError for files that cannot share a run."""
+    timeframes = sorted({r.timeframe.text for r in recordings})
+    if len(timeframes) != 1:
+        names = ", ".join(f"{r.path.name} ({r.timeframe})" for r in recordings)
+        raise ReplayDataError(f"the files hold bars of different lengths: {names}")
+    source = ", ".join(r.path.name for r in recordings)
+    return data_layer([r.symbol for r in recordings], timeframes[0], source)
 
 
 def _timeframe_of_rows(rows: Sequence[Row], path: Path) -> Timeframe:

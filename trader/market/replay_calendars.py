@@ -15,8 +15,8 @@ import numpy as np
 
 from trader.config.schema import MarketSettings
 from trader.logging import get_logger
-from trader.market.calendars import CalendarFit, fit_calendar, infer_calendar
-from trader.market.replay import Recording
+from trader.market.calendars import CalendarBuilder, CalendarFit, fit_calendar, infer_calendar
+from trader.market.replay import Recording, log_reading
 from trader.market.symbol_calendars import SymbolCalendars
 
 GOOD_FIT = 0.995  # share of bars on the calendar's expected starts
@@ -47,16 +47,18 @@ def replay_calendars(
     settings: MarketSettings, recordings: Mapping[str, Recording]
 ) -> ReplayCalendars:
     log = get_logger("trader.market")
+    builder = CalendarBuilder()  # one exchange calendar serves every symbol it fits
     restamped: dict[str, Recording] = {}
     fits: dict[str, CalendarFit] = {}
     for symbol, recording in recordings.items():
+        log_reading(recording)
         name = settings.calendars.get(symbol, settings.calendar)
         starts = np.array(recording.starts, dtype=np.int64)
         naive = recording.naive_times
         if name == "auto":
-            fit = infer_calendar(starts, recording.timeframe, naive=naive)
+            fit = infer_calendar(starts, recording.timeframe, naive=naive, builder=builder)
         else:
-            fit = fit_calendar(name, starts, recording.timeframe, naive=naive)
+            fit = fit_calendar(name, starts, recording.timeframe, naive=naive, builder=builder)
         fits[symbol] = fit
         restamped[symbol] = _restamp(recording, fit.starts_ms)
         level = log.info if fit.in_session >= GOOD_FIT else log.warning

@@ -22,7 +22,7 @@ from trader.config.schema import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.logging import get_logger
-from trader.market.calendar import TradingCalendar
+from trader.market.calendar import CalendarRangeError, TradingCalendar
 from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
     BarCheck,
@@ -185,7 +185,11 @@ class MarketDataStep:
 
     async def _update(self, symbol: str, now: datetime) -> SkipReason | None:
         """Extend the window; the reason the symbol must skip the tick, counted, or None."""
-        reason = await self._extend(symbol, now)
+        try:
+            reason = await self._extend(symbol, now)
+        except CalendarRangeError as error:
+            self._log.error("no calendar for this time", symbol=symbol, error=str(error))
+            reason = SkipReason.OUTSIDE_CALENDAR
         if reason is None:
             self.status.pop(symbol, None)
             return None
@@ -231,9 +235,7 @@ class MarketDataStep:
         more before it counts as missing (a venue can be slow to publish a bar)."""
         calendar = self.calendars[symbol]
         if judged is None:  # the first fill: a window's worth of the market's bars, and some
-            capacity = self.windows[symbol].capacity
-            count = capacity + max(8, capacity // 8)
-            since = from_epoch_ms(calendar.bar_start_before(self.timeframe, ms(now), count))
+            since = self._history_start(calendar, now, self.windows[symbol].capacity)
         else:
             since = judged + ONE_MS
         rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
@@ -243,6 +245,17 @@ class MarketDataStep:
             return check
         refill = await fetch_since(self.feed, symbol, self.timeframe, hole, now)
         return check_rows(_merge(rows, refill), symbol, self.timeframe, now, after=judged)
+
+    def _history_start(self, calendar: TradingCalendar, now: datetime, capacity: int) -> datetime:
+        """Where a first fill begins: as many of the market's bars back as a window holds,
+        and some to spare for bad ones (from the calendar's start if it holds fewer)."""
+        count = capacity + max(8, capacity // 8)
+        try:
+            return from_epoch_ms(calendar.bar_start_before(self.timeframe, ms(now), count))
+        except CalendarRangeError:
+            if calendar.span_ms is None:
+                raise
+            return from_epoch_ms(calendar.span_ms[0])
 
     def _first_hole(
         self, calendar: TradingCalendar, judged: datetime | None, starts: Sequence[datetime]

@@ -8,11 +8,12 @@ past their end (exchange calendars are tables of sessions over a span, not rules
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from trader.domain import Timeframe
+from trader.logging import get_logger
 from trader.market.calendar import TradingCalendar
-from trader.market.calendars import CONTINUOUS, build_calendar
+from trader.market.calendars import CONTINUOUS, CalendarBuilder, build_calendar
 
 AHEAD = timedelta(days=400)  # a live calendar is built this far past now ...
 REBUILD_BEFORE = timedelta(days=30)  # ... and rebuilt when its end comes this close
@@ -24,12 +25,19 @@ def _ms(at: datetime) -> int:
 
 class SymbolCalendars(Mapping[str, TradingCalendar]):
     def __init__(
-        self, calendars: Mapping[str, TradingCalendar], *, lookback: timedelta | None = None
+        self,
+        calendars: Mapping[str, TradingCalendar],
+        *,
+        lookback: timedelta | None = None,
+        builder: CalendarBuilder | None = None,
     ) -> None:
         """`lookback`: how far before now a live calendar must reach (None: fixed calendars,
         never rebuilt)."""
         self._calendars = dict(calendars)
         self._lookback = lookback
+        self._builder = builder or CalendarBuilder()
+        self._at_their_end: set[str] = set()  # names no library can build further ahead
+        self._log = get_logger("trader.market")
 
     @classmethod
     def continuous(cls, symbols: Sequence[str]) -> SymbolCalendars:
@@ -44,22 +52,37 @@ class SymbolCalendars(Mapping[str, TradingCalendar]):
         `history_bars` bars (however sparse the sessions) and rebuilt as time goes on."""
         # A daily stock has ~252 bars in 365 days; a 4-hour FX pair 30 in 7 days: allow 2x.
         lookback = timeframe.duration * history_bars * 2 + timedelta(days=30)
+        builder = CalendarBuilder()
         built = {
-            symbol: build_calendar(name, _ms(now - lookback), _ms(now + AHEAD))
+            symbol: builder.build(name, _ms(now - lookback), _ms(now + AHEAD))
             for symbol, name in names.items()
         }
-        return cls(built, lookback=lookback)
+        return cls(built, lookback=lookback, builder=builder)
 
     def cover(self, now: datetime) -> None:
-        """Rebuild any live calendar whose span ends too soon after `now`."""
+        """Rebuild any live calendar whose span ends too soon after `now`. One the library
+        cannot build further (its exchange's sessions are known a year or so ahead) is kept,
+        said once: past its end the symbol skips its ticks as outside_calendar."""
         if self._lookback is None:
             return
         for symbol, calendar in self._calendars.items():
-            if calendar.continuous or calendar.covers(_ms(now), _ms(now + REBUILD_BEFORE)):
+            span = calendar.span_ms
+            if span is None or calendar.name in self._at_their_end:
                 continue
-            self._calendars[symbol] = build_calendar(
+            if calendar.covers(_ms(now), _ms(now + REBUILD_BEFORE)):
+                continue
+            rebuilt = self._builder.build(
                 calendar.name, _ms(now - self._lookback), _ms(now + AHEAD), calendar.anchor
             )
+            if rebuilt.span_ms is not None and rebuilt.span_ms[1] <= span[1]:
+                self._at_their_end.add(calendar.name)
+                self._log.error(
+                    "calendar ends soon",
+                    calendar=calendar.name,
+                    last_session_before=datetime.fromtimestamp(span[1] / 1000, UTC).isoformat(),
+                    fix="upgrade exchange_calendars (it publishes sessions a year or so ahead)",
+                )
+            self._calendars[symbol] = rebuilt
 
     def names(self) -> dict[str, str]:
         return {symbol: calendar.name for symbol, calendar in self._calendars.items()}

@@ -9,6 +9,7 @@ limits are chosen from the forecast of the period it trades, never tuned on that
 from __future__ import annotations
 
 from collections.abc import Mapping
+
 from trader.domain import Direction, Signal, decimal_from_float
 from trader.strategy.base import Decision, DecisionContext, RestingLimits, stand_aside
 

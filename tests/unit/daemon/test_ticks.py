@@ -11,6 +11,7 @@ from trader.clock import SimulatedClock
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop
 from trader.domain import Timeframe
 from trader.engine.pipeline import TickReport
+from trader.market.symbol_calendars import SymbolCalendars
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2025, 3, 1, 10, 0, 5, tzinfo=UTC)  # the 10:00 bar close plus a 5 s settle delay
@@ -54,6 +55,41 @@ def test_bar_close_ticks_fall_at_each_close_plus_the_settle_delay():
     assert daily.after(noon) == datetime(2025, 3, 2, 0, 0, 30, tzinfo=UTC)
     with pytest.raises(ValueError, match="not shorter"):
         BarCloseTicks(Timeframe("1m"), timedelta(seconds=60))
+
+
+def xnys(now: datetime, timeframe: str = "1h") -> SymbolCalendars:
+    return SymbolCalendars.named({"GOOG/USD": "XNYS"}, now, Timeframe(timeframe), 64)
+
+
+def test_bar_close_ticks_fall_in_the_markets_sessions_only():
+    friday = datetime(2025, 2, 28, 20, 0, 5, tzinfo=UTC)  # 15:00 New York: the 14:30 bar closed
+    ticks = BarCloseTicks(Timeframe("1h"), timedelta(seconds=5), xnys(friday))
+    # Session-anchored? No: clock-grid bars overlapping the session (14:00Z..20:00Z on Friday).
+    assert ticks.after(friday) == datetime(2025, 2, 28, 21, 0, 5, tzinfo=UTC)  # the close
+    monday = ticks.after(datetime(2025, 2, 28, 21, 0, 5, tzinfo=UTC))
+    assert monday == datetime(2025, 3, 3, 15, 0, 5, tzinfo=UTC)  # the 14:00Z bar (9:30 open)
+    saturday = datetime(2025, 3, 1, 12, tzinfo=UTC)
+    assert ticks.due(saturday) == datetime(2025, 2, 28, 21, 0, 5, tzinfo=UTC)
+    # A restart on Saturday finds Friday's last tick not late at all: no trading time passed.
+    assert ticks.lateness(ticks.due(saturday), saturday) == timedelta(0)
+    during = datetime(2025, 3, 3, 15, 30, tzinfo=UTC)  # an hour into Monday's session
+    assert ticks.lateness(datetime(2025, 2, 28, 21, 0, 5, tzinfo=UTC), during) == timedelta(hours=1)
+
+
+async def test_a_tick_a_weekend_late_still_runs_when_the_grace_counts_trading_time():
+    friday_close = datetime(2025, 2, 28, 21, 0, 5, tzinfo=UTC)
+    saturday = datetime(2025, 3, 1, 12, tzinfo=UTC)
+    ran: list[datetime] = []
+
+    async def tick(at: datetime) -> TickReport:
+        ran.append(at)
+        return TickReport(at)
+
+    clock = ManualClock(saturday)
+    ticks = BarCloseTicks(Timeframe("1h"), timedelta(seconds=5), xnys(saturday))
+    loop = TickLoop(tick, ticks, clock, grace_s=600)
+    await loop.run(asyncio.Event(), max_ticks=1)
+    assert ran == [friday_close]  # 15 hours of wall time, none of trading time
 
 
 def test_recorded_ticks_step_through_their_times():
