@@ -46,7 +46,9 @@ from trader.backtest.windows import SymbolWindows
 from trader.config.schema import LogSettings, Settings
 from trader.forecast.baseline import BaselineForecaster
 from trader.logging import configure_logging
+from trader.market.calendar import TradingCalendar
 from trader.market.replay import Recording, read_recording
+from trader.market.replay_calendars import replay_calendars
 from trader.runner import replay_settings, tick_times
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -122,10 +124,11 @@ async def ours(
 ) -> tuple[float, int]:
     """Median seconds of the simulation, and its fills."""
     times = tick_times({recording.symbol: recording}, settings.market.context_bars)
+    replay = replay_calendars(settings.market, {recording.symbol: recording})
     seconds, fills = [], 0
     for i in range(repeats):
         run = await simulate(
-            settings, {recording.symbol: recording}, [cached], strategy,
+            settings, replay, [cached], strategy,
             folder / f"{strategy}-{i}.sqlite3", begin=times[0], end=times[-1], ticks=len(times),
             progress=False,
         )  # fmt: skip
@@ -143,7 +146,15 @@ async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
         context = settings.market.context_bars
         times = tick_times({recording.symbol: recording}, context)
         ticks = [int(t.timestamp() * 1000) for t in times]
-        windows = {recording.symbol: SymbolWindows(recording, context, allow_gaps=False)}
+        calendar = TradingCalendar.always_open()
+        windows = {
+            recording.symbol: SymbolWindows(
+                recording,
+                context,
+                calendar=calendar,
+                min_contiguous=settings.market.min_contiguous_bars,
+            )
+        }
         began = time.perf_counter()
         cached = forecast_ahead(
             BaselineForecaster(settings.forecast.baseline_lookback), windows,

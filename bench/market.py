@@ -2,6 +2,9 @@
 
 - replay: rows/s reading SOLUSDT_1h.csv, and bars/s the replay feed delivers through the full
   data step (hygiene, window of 512, modelled quote), tick by tick over the whole file.
+- gap: the same replay with a candle dropped and a bar made invalid near the start: bars/s
+  beside the clean file's, and the step's cost in the first ticks after the holes against the
+  last ticks of the file (a tick must cost the same however long ago a gap was).
 - exchange: the cost of one tick's data step for 20 symbols through the real ccxt client
   against the local Binance emulator (one new closed bar per symbol plus a batch quote call),
   with ccxt's rate limiter on (as the daemon runs: it spaces requests to Binance's limits) and
@@ -16,16 +19,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 from trader.clock import SimulatedClock
-from trader.config.schema import ExchangeSettings, MarketSettings
+from trader.config.schema import ExchangeSettings, LogSettings, MarketSettings
 from trader.domain import Bar, from_epoch_ms
 from trader.emulator import EmulatedMarket, EmulatorServer, Instrument
+from trader.logging import configure_logging
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.hygiene import parse_row
 from trader.market.quotes import FixedSpread
@@ -58,6 +64,42 @@ async def bench_replay(path: Path, limit: int | None, context: int) -> dict[str,
         "replay_context_bars": context,
         "replay_step_bars_per_s": round(ticks / replay_s),
     }
+
+
+async def bench_gap(path: Path, limit: int | None, context: int) -> dict[str, float]:
+    """The replay data step over a file with a candle dropped and a NaN bar soon after the
+    first window, beside the clean file: bars/s and per-tick cost early against late."""
+    recording = read_recording(path)
+    rows = recording.rows if limit is None else recording.rows[:limit]
+    holed = list(rows)
+    holed[context + 20] = (*holed[context + 20][:4], math.nan, *holed[context + 20][5:])
+    del holed[context + 10]
+    figures: dict[str, float] = {}
+    for name, series in (("clean", rows), ("gap", holed)):
+        clock = SimulatedClock(from_epoch_ms(rows[context][0]))
+        data = {recording.symbol: replace(recording, rows=series)}
+        feed = ReplayMarketData(data, clock, FixedSpread(5))
+        settings = MarketSettings(symbols=[recording.symbol], context_bars=context)
+        step = MarketDataStep(feed, settings)
+        await step.start(clock.now())
+        durations = []
+        for row in rows[context + 1 :]:  # the clean file's closes: the dropped one's included
+            await clock.sleep_until(from_epoch_ms(row[0]))
+            began = time.perf_counter()
+            await step.run(clock.now())
+            durations.append(time.perf_counter() - began)
+        figures[f"{name}_bars_per_s"] = round(len(durations) / sum(durations))
+        if name == "gap":
+            early = statistics.median(durations[40:240])  # just after the holes
+            late = statistics.median(durations[-200:])
+            figures["gap_step_us_median_early"] = round(early * 1e6, 1)
+            figures["gap_step_us_median_late"] = round(late * 1e6, 1)
+            figures["gap_late_over_early"] = round(late / early, 3)
+            figures["gap_missing_bars"] = step.missing[recording.symbol]
+    figures["gap_over_clean_bars_per_s"] = round(
+        figures["gap_bars_per_s"] / figures["clean_bars_per_s"], 3
+    )
+    return {f"replay_{key}": value for key, value in figures.items()}
 
 
 async def bench_exchange(
@@ -116,6 +158,8 @@ async def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     args = parser.parse_args()
+    # The gap case logs its skips; stdout carries the JSON alone.
+    configure_logging(LogSettings(level="ERROR", format="json"), stream=sys.stderr)
     path = args.data / "SOLUSDT_1h.csv"
     if not path.is_file():
         sys.stderr.write(f"no {path}: pass --data DIR\n")
@@ -123,6 +167,7 @@ async def main() -> int:
     report = {
         "python": sys.version.split()[0],
         **await bench_replay(path, 1200 if args.quick else None, 64 if args.quick else 512),
+        **await bench_gap(path, 1200 if args.quick else None, 64 if args.quick else 512),
         # ccxt's rate limiter on (as the daemon runs) and off (the code's own cost).
         **await bench_exchange(path, 20, 5 if args.quick else 50, rate_limit=True),
         **await bench_exchange(path, 20, 5 if args.quick else 50, rate_limit=False),

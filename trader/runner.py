@@ -166,11 +166,14 @@ class ReplaySummary:
 
 
 def tick_times(
-    recordings: Mapping[str, Recording], context: int, calendars: Mapping[str, TradingCalendar]
+    recordings: Mapping[str, Recording],
+    context: int,
+    calendars: Mapping[str, TradingCalendar] | None = None,
 ) -> list[datetime]:
     """The replay's ticks: every close of a bar some symbol's market expects (in its
     sessions, a bar missing from the file included), from when every symbol could first have
-    a full window to the last recorded close."""
+    a full window to the last recorded close. No calendars: markets open around the clock."""
+    calendars = calendars or SymbolCalendars.continuous(list(recordings))
     ends: set[int] = set()
     first_full, last = [], []
     for symbol, recording in recordings.items():

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from tests.integration.conftest import clean_env
+from trader.backtest.activity import trading_costs
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, run_backtest
 from trader.config.schema import Settings
 from trader.market.replay import Recording, read_recording
@@ -138,7 +139,16 @@ def test_symbol_lines_add_up_to_the_ledgers_own_equity(shared_data, tmp_path):
     portfolio = lines["maxdiff", PORTFOLIO]
     np.testing.assert_allclose(portfolio.equity[1:-1], run.equity[:-1], rtol=1e-12)
     assert portfolio.equity[-1] <= run.equity[-1]  # closing out at the end costs
-    assert portfolio.costs.fees == pytest.approx(float(sum(f.fee for f in run.fills)))
+    # The cost columns hold the close-out too, as buy-and-hold's do: what it cost is exactly
+    # what the curve lost at its last point.
+    closing = run.equity[-1] - portfolio.equity[-1]
+    traded = trading_costs(run.fills, result.closes, float(settings.broker.slippage_bps) / 1e4)
+    assert traded.fees == pytest.approx(float(sum(f.fee for f in run.fills)))
+    extra = [
+        getattr(portfolio.costs, f) - getattr(traded, f) for f in ("fees", "spread", "slippage")
+    ]
+    assert extra[0] > 0
+    assert sum(extra) == pytest.approx(closing, rel=1e-6)
     # Equal-weight buy-and-hold of the two.
     hold = lines[BUY_AND_HOLD, PORTFOLIO].equity
     np.testing.assert_allclose(

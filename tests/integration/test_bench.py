@@ -39,6 +39,8 @@ def test_the_market_bench_prints_its_figures_as_json(shared_data):
     assert report["exchange_requests_per_tick"] == 21  # 20 klines + one batch quote call
     for key in ("replay_step_bars_per_s", "exchange_step_ms_median_unthrottled"):
         assert report[key] > 0
+    assert report["replay_gap_missing_bars"] == 1
+    assert report["replay_gap_bars_per_s"] > 0
 
 
 def test_the_engine_bench_prints_its_figures_as_json(shared_data):

@@ -174,18 +174,21 @@ async def test_a_long_retry_after_is_respected_without_sending_anything(shared_d
 async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data):
     v = venue(shared_data)
     errors: list[str] = []
-    async with running(v, errors, symbols=["SOL/USDT"]) as (server, step):
+    # One bar in a row after a hole is enough here: the test is about the rows.
+    async with running(v, errors, symbols=["SOL/USDT"], min_contiguous_bars=1) as (server, step):
         first = await step.run(v.clock.now())
         assert first.ready
         window_before = step.windows["SOL/USDT"].snapshot()
         v.at_bar(602)
         next_ms = int(v.bars["SOL/USDT"][600].start.timestamp() * 1000)
         nan_row = [next_ms, "NaN", "1", "1", "1", "1", next_ms + 3599999, "1", 1, "1", "1", "0"]
-        # Garbage parses (in ccxt) to rows of nothing or to no rows: invalid or stale.
+        # Garbage parses (in ccxt) to rows of nothing or to no rows: invalid or stale. Each
+        # answer stands for the whole tick (a bad row is asked for again before it is dropped).
         unusable = {SkipReason.INVALID_BAR, SkipReason.STALE_BARS}
         for body in ("<html>oops</html>", '{"unexpected": true}', json.dumps([nan_row])):
-            server.faults.add(Fault("malformed", "/api/v3/klines", body=body))
+            server.faults.add(Fault("malformed", "/api/v3/klines", body=body, times=-1))
             data = await step.run(v.clock.now())
+            server.faults.clear()
             assert data.skipped["SOL/USDT"] in unusable, body
             assert step.windows["SOL/USDT"].snapshot() == window_before
         # No price in the batch answer: the order book is asked; an empty book, no quote.
@@ -195,9 +198,25 @@ async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data)
         )
         no_quote = await step.run(v.clock.now())
         recovered = await step.run(v.clock.now())
-    assert step.skips.counts[SkipReason.INVALID_BAR] >= 1  # the NaN row at least
+    assert step.skips.counts[SkipReason.INVALID_BAR] == 1  # the NaN row, dropped for good
     assert no_quote.skipped == {"SOL/USDT": SkipReason.NO_QUOTE}
-    assert recovered.ready["SOL/USDT"].bars[-1].start == v.bars["SOL/USDT"][601].start
+    bars = recovered.ready["SOL/USDT"].bars
+    assert bars[-1].start == v.bars["SOL/USDT"][601].start
+    assert bars[-2].start == v.bars["SOL/USDT"][599].start  # the hole closed up
+
+
+async def test_a_bad_row_the_exchange_sends_once_is_asked_for_again(shared_data):
+    v = venue(shared_data)
+    async with running(v, symbols=["SOL/USDT"]) as (server, step):
+        await step.run(v.clock.now())
+        v.at_bar(602)
+        rows = [_kline(b) for b in v.bars["SOL/USDT"][600:602]]
+        rows[0][4] = "NaN"  # bar 600's close
+        server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows)))
+        data = await step.run(v.clock.now())
+    assert data.skipped == {}
+    assert data.ready["SOL/USDT"].bars[-2].close == eight_decimals(v.bars["SOL/USDT"][600].close)
+    assert not step.skips.counts
 
 
 async def test_a_gap_is_refilled_from_the_exchange(shared_data):
@@ -208,7 +227,6 @@ async def test_a_gap_is_refilled_from_the_exchange(shared_data):
         rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][600:605]) if i != 1]
         server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows)))
         data = await step.run(v.clock.now())
-        # The exchange keeps missing bar 604, refill included: the symbol skips.
         rows = [_kline(b) for i, b in enumerate(v.bars["SOL/USDT"][603:606]) if i != 1]
         server.faults.add(Fault("malformed", "/api/v3/klines", body=json.dumps(rows), times=-1))
         v.at_bar(606)
@@ -218,10 +236,13 @@ async def test_a_gap_is_refilled_from_the_exchange(shared_data):
     assert [b.start for b in data.ready["SOL/USDT"].bars[-4:]] == [
         b.start for b in v.bars["SOL/USDT"][600:604]
     ]
+    # The exchange keeps missing bar 604, refill included: counted missing, and the symbol
+    # waits for bars in a row (gap_policy skip) with 605 in its window after 603.
     assert gap.skipped == {"SOL/USDT": SkipReason.GAP}
-    last = step.windows["SOL/USDT"].last
-    assert last is not None
-    assert last.start == v.bars["SOL/USDT"][603].start
+    assert step.missing["SOL/USDT"] == 1
+    assert [b.start for b in step.windows["SOL/USDT"].snapshot()[-2:]] == [
+        v.bars["SOL/USDT"][603].start, v.bars["SOL/USDT"][605].start,
+    ]  # fmt: skip
 
 
 async def test_a_bar_the_exchange_has_not_published_yet_makes_the_symbol_stale(shared_data):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sqlite3
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +80,66 @@ async def test_live_ticks_fall_at_each_bar_close_plus_settle_and_it_is_ready_to_
     done = [x for x in daemon.lines if x["event"] == "tick done"]
     assert all(x["outcome"] == "ok" for x in done)
     assert all(x["lateness_s"] < 1.0 for x in done[1:])  # the first may catch up a close
+
+
+def symbol_skips(ledger: Path, symbol: str) -> list[str | None]:
+    """Per booked tick, why `symbol` skipped it (None: it was ready)."""
+    with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=5) as c:
+        rows = c.execute("SELECT skipped FROM ticks ORDER BY at").fetchall()
+    return [json.loads(skips).get(symbol) for (skips,) in rows]
+
+
+@pytest.mark.parametrize("policy", ["skip", "bridge"])
+async def test_a_candle_the_exchange_never_publishes_is_counted_and_the_symbol_trades_on(
+    cli, tmp_path, policy
+):
+    now = SECOND.floor(datetime.now(UTC))
+    start = now - timedelta(seconds=120)
+    dropped = now + timedelta(seconds=6)  # a bar a few ticks into the run
+    market = EmulatedMarket(lambda: datetime.now(UTC))
+    sol = [b for b in walk("SOL/USDT", start, 600, 150.0, 1) if b.start != dropped]
+    market.add_listing(Instrument("SOL/USDT"), sol)
+    market.add_listing(Instrument("BTC/USDT"), walk("BTC/USDT", start, 600, 60_000.0, 2))
+    ledger = tmp_path / "ledger.sqlite3"
+    async with EmulatorServer(market) as server:
+        env = clean_env(
+            TRADER_EXCHANGE__API_BASE_URL=server.base_url,
+            TRADER_LEDGER__PATH=str(ledger),
+            TRADER_METRICS__PORT="0",
+            TRADER_FORECAST__MODEL="baseline",
+            TRADER_FORECAST__BASELINE_LOOKBACK="16",
+            TRADER_MARKET__CONTEXT_BARS="32",
+            TRADER_MARKET__TIMEFRAME="1s",
+            TRADER_MARKET__GAP_POLICY=policy,
+            TRADER_MARKET__MIN_CONTIGUOUS_BARS="4",
+            TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
+        )
+        details: list[str] = []
+        with running(cli.start("run", env=env)) as daemon:
+            port = await asyncio.to_thread(metrics_port, daemon)
+            for _ in range(400):  # what /readyz says while it happens
+                _, body = await asyncio.to_thread(http_get, f"http://127.0.0.1:{port}/readyz")
+                details.append(json.loads(body)["checks"].get("data", {}).get("detail", ""))
+                booked = [datetime.fromisoformat(t) for t in ticks(ledger)]
+                if booked and booked[-1] > dropped + timedelta(seconds=8):
+                    break
+                await asyncio.sleep(0.1)
+            missing = await asyncio.to_thread(
+                metric, port, "trader_bars_missing_total", symbol="SOL/USDT"
+            )
+            contiguous = await asyncio.to_thread(
+                metric, port, "trader_window_contiguous_bars", symbol="SOL/USDT"
+            )
+            assert await asyncio.to_thread(stop, daemon) == 0
+    assert missing == 1
+    assert contiguous >= 4
+    skips = [s for s in symbol_skips(ledger, "SOL/USDT") if s is not None]
+    assert set(symbol_skips(ledger, "BTC/USDT")) == {None}  # the other symbol never noticed
+    if policy == "skip":
+        # The tick the candle should have closed at, then 3 more until 4 bars are in a row.
+        assert skips == ["stale_bars", "gap", "gap", "gap"]
+        assert any(d.startswith("SOL/USDT: gap: 1 of 4 bars in a row") for d in details)
+    else:
+        assert skips == ["stale_bars"]  # trading at once with the hole closed up
+    assert symbol_skips(ledger, "SOL/USDT")[-1] is None  # trading again
+    assert "bars missing" in [x["event"] for x in daemon.lines]

@@ -101,8 +101,9 @@ async def test_after_a_restart_the_window_comes_from_the_ledger_not_the_exchange
             finally:
                 await feed.close()
                 await database.close()
-    # After the restart each fetch asks only for the bar that closed since the last one.
-    expected = [int(b.start.timestamp() * 1000) for b in v.bars["SOL/USDT"][602:605]]
+    # After the restart each fetch asks only for what started after the newest bar judged:
+    # the one bar that closed since.
+    expected = [int(b.start.timestamp() * 1000) + 1 for b in v.bars["SOL/USDT"][601:604]]
     assert klines_since(server.requests) == expected
     assert [b.start for b in before] == [b.start for b in v.bars["SOL/USDT"][605 - 128 : 605]]
 

@@ -133,7 +133,7 @@ def run_backtest_command(
     except ValueError as error:  # the data cannot be backtested as it is (too short, ...)
         sys.stderr.write(f"trader backtest: {error}\n")
         return EX_DATAERR
-    sys.stdout.write(terminal_summary(result))
+    sys.stdout.write(terminal_summary(result, accepted=args.allow_skips))
     if args.out:
         write_report(result, args.out)
         sys.stdout.write(f"report: {args.out / 'report.html'} (and report.md, stats.json)\n")

@@ -85,23 +85,21 @@ def _ordered(lines: Sequence[Line]) -> list[Line]:
     return sorted(lines, key=lambda line: (order[line.symbol], line.strategy == BUY_AND_HOLD))
 
 
-def terminal_summary(result: Backtest) -> str:
+def terminal_summary(result: Backtest, *, accepted: bool = False) -> str:
     """The table, after what must be read first (skips, failures, halts) and the data's
-    calendars: a reader who stops after a few lines still knows what went wrong."""
+    calendars: a reader who stops after a few lines still knows what went wrong. `accepted`:
+    the user took a failed run as it is (--allow-skips)."""
     first, last = int(result.ticks_ms[0]), int(result.ticks_ms[-1])
     ann = result.annualisation
     found = findings(result)
     lines = []
     if found:
-        failing = run_failed(found)
-        lines.append(
-            "READ THIS FIRST"
-            + (
-                " (the run did not do what was asked: exit 1 unless --allow-skips)"
-                if failing
-                else ""
+        verdict = ""
+        if run_failed(found):
+            verdict = " (the run did not do what was asked: " + (
+                "accepted with --allow-skips)" if accepted else "exit 1 unless --allow-skips)"
             )
-        )
+        lines.append("READ THIS FIRST" + verdict)
         lines += [f"  {'!' if f.fails else '-'} {f.text}" for f in found]
     lines.append(
         f"backtest {', '.join(result.symbols)} {result.settings.market.timeframe} "

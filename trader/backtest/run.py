@@ -177,7 +177,9 @@ async def run_backtest(
         settings, [r.path for r in recordings.values()], ticks_ms,
         annualisation(replay.calendars, timeframe),
         notes=replay.explanations() + [n for r in recordings.values() for n in _file_notes(r)],
-        warnings=replay.warnings(),
+        warnings=replay.warnings() + [
+            n for r in recordings.values() if r.report and r.report.repaired for n in _file_notes(r)
+        ],
     )  # fmt: skip
     if not strategies:  # buy-and-hold only: no model, no engine
         _score(result, windows, spread_model(settings))

@@ -81,7 +81,7 @@ class MarketSettings(Section):
         "either side of the hole as neighbours",
     )
     min_contiguous_bars: int = Field(
-        64, ge=1, le=8192, description="skip: bars in a row needed after a missing bar"
+        16, ge=1, le=8192, description="skip: bars in a row needed after a missing bar"
     )
     markets_refresh_s: PositiveSeconds = Field(
         3600.0, description="how often the exchange's market list is reloaded"

@@ -60,16 +60,23 @@ def replay_calendars(
         else:
             fit = fit_calendar(name, starts, recording.timeframe, naive=naive, builder=builder)
         fits[symbol] = fit
-        restamped[symbol] = _restamp(recording, fit.starts_ms)
+        restamped[symbol] = _restamp(recording, fit)
         level = log.info if fit.in_session >= GOOD_FIT else log.warning
         level("calendar", symbol=symbol, calendar=fit.calendar.name, fit=fit.explanation)
     calendars = SymbolCalendars({s: f.calendar for s, f in fits.items()})
     return ReplayCalendars(restamped, calendars, fits)
 
 
-def _restamp(recording: Recording, starts_ms: np.ndarray) -> Recording:
-    """The recording with its bars' start times as the calendar reads them."""
+def _restamp(recording: Recording, fit: CalendarFit) -> Recording:
+    """The recording with its bars' start times as the calendar reads them (its report says
+    how naive times were read in the end)."""
+    starts_ms = fit.starts_ms
     if np.array_equal(starts_ms, recording.starts):
         return recording
     rows = [(int(start), *row[1:]) for start, row in zip(starts_ms, recording.rows, strict=True)]
-    return replace(recording, rows=rows)
+    report = recording.report
+    if report is not None:
+        ends = ", stamped at bar ends" if fit.label == "end" else ""
+        zone = f"naive times read as {fit.timezone}{ends} ({fit.calendar.name}'s reading)"
+        report = replace(report, zone=zone)
+    return replace(recording, rows=rows, report=report, naive_times=False)

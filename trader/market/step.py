@@ -231,8 +231,9 @@ class MarketDataStep:
         return None
 
     async def _fetch(self, symbol: str, now: datetime, judged: datetime | None) -> BarCheck:
-        """The rows after the newest judged one, checked; a hole in them is asked for once
-        more before it counts as missing (a venue can be slow to publish a bar)."""
+        """The rows after the newest judged one, checked; a hole in them (a bar absent, or
+        one that came bad) is asked for once more before it counts: a venue can be slow to
+        publish a bar, or send a garbled one once."""
         calendar = self.calendars[symbol]
         if judged is None:  # the first fill: a window's worth of the market's bars, and some
             since = self._history_start(calendar, now, self.windows[symbol].capacity)
@@ -240,7 +241,8 @@ class MarketDataStep:
             since = judged + ONE_MS
         rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
         check = check_rows(rows, symbol, self.timeframe, now, after=judged)
-        hole = self._first_hole(calendar, judged, check.judged)
+        holes = [self._first_hole(calendar, judged, check.judged), *check.dropped]
+        hole = min((h for h in holes if h is not None), default=None)
         if hole is None:
             return check
         refill = await fetch_since(self.feed, symbol, self.timeframe, hole, now)
