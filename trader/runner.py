@@ -17,7 +17,7 @@ from trader.broker.factory import build_broker
 from trader.clock import Clock, SimulatedClock, WallClock
 from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
-from trader.domain import Instrument, Timeframe, from_epoch_ms, quote_currency
+from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
 from trader.engine.pipeline import Engine, EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
@@ -197,12 +197,7 @@ def replay_settings(settings: Settings, recordings: Mapping[str, Recording]) -> 
         raise ValueError(f"replay files have different timeframes: {sorted(map(str, timeframes))}")
     (timeframe,) = timeframes
     symbols = list(recordings)
-    currencies = sorted({quote_currency(symbol) for symbol in symbols})
-    if len(currencies) > 1:
-        raise ValueError(
-            f"the symbols {', '.join(symbols)} are quoted in {' and '.join(currencies)}: one "
-            "account holds one currency and no conversion is configured"
-        )
+    currency = account_currency(symbols)  # a DomainError (a ValueError) for mixed quotes
     market = settings.market.model_copy(
         update={"symbols": symbols, "timeframe": Timeframe(timeframe.text).text}
     )
@@ -210,7 +205,7 @@ def replay_settings(settings: Settings, recordings: Mapping[str, Recording]) -> 
     strategy = settings.strategy.model_copy(
         update={"per_symbol": {s: n for s, n in chosen.items() if s in recordings}}
     )
-    broker = settings.broker.model_copy(update={"currency": currencies[0]})
+    broker = settings.broker.model_copy(update={"currency": currency})
     updated = settings.model_copy(update={"market": market, "strategy": strategy, "broker": broker})
     return type(settings).model_validate(updated.model_dump())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import json
 import math
 import random
 import sqlite3
@@ -258,8 +259,12 @@ def test_the_cli_exits_1_when_most_ticks_skipped_unless_told_and_follows_the_fil
     assert done.stdout.startswith("READ THIS FIRST (the run did not do what was asked")
     assert "ticks skipped" in done.stdout.splitlines()[1]
     assert "--allow-skips" in done.stderr
-    accepted = cli.run(*args, "--allow-skips", env=env)
+    accepted = cli.run(*args, "--allow-skips", "--out", str(tmp_path / "report"), env=env)
     assert accepted.returncode == 0, accepted.stderr
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert report.index("## Read this first") < report.index("## Comparison")
+    stats = json.loads((tmp_path / "report" / "stats.json").read_text())
+    assert stats["findings"][0]["fails"] is True
     assert accepted.stdout.startswith(
         "READ THIS FIRST (the run did not do what was asked: accepted with --allow-skips)"
     )

@@ -36,6 +36,21 @@ def walk(symbol: str, start: datetime, n: int, price: float, seed: int) -> list[
     return bars
 
 
+def live_env(base_url: str, ledger: Path, **extra: str) -> dict[str, str]:
+    """The paper daemon on the emulator: one-second bars, the baseline, a small window."""
+    return clean_env(
+        TRADER_EXCHANGE__API_BASE_URL=base_url,
+        TRADER_LEDGER__PATH=str(ledger),
+        TRADER_METRICS__PORT="0",
+        TRADER_FORECAST__MODEL="baseline",
+        TRADER_FORECAST__BASELINE_LOOKBACK="16",
+        TRADER_MARKET__CONTEXT_BARS="32",
+        TRADER_MARKET__TIMEFRAME="1s",
+        TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
+        **extra,
+    )
+
+
 async def test_live_ticks_fall_at_each_bar_close_plus_settle_and_it_is_ready_to_trade(
     cli, tmp_path
 ):
@@ -44,15 +59,9 @@ async def test_live_ticks_fall_at_each_bar_close_plus_settle_and_it_is_ready_to_
     for n, (symbol, price) in enumerate((("SOL/USDT", 150.0), ("BTC/USDT", 60_000.0))):
         market.add_listing(Instrument(symbol), walk(symbol, start, 600, price, n))
     async with EmulatorServer(market) as server:
-        env = clean_env(
-            TRADER_EXCHANGE__API_BASE_URL=server.base_url,
-            TRADER_LEDGER__PATH=str(tmp_path / "ledger.sqlite3"),
-            TRADER_METRICS__PORT="0",
-            TRADER_FORECAST__MODEL="baseline",
-            TRADER_FORECAST__BASELINE_LOOKBACK="16",
-            TRADER_MARKET__CONTEXT_BARS="32",
-            TRADER_MARKET__TIMEFRAME="1s",
-            TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
+        env = live_env(
+            server.base_url,
+            tmp_path / "ledger.sqlite3",
             TRADER_SCHEDULE__QUOTE_POLL_INTERVAL_S="0.5",
         )
         with running(cli.start("run", env=env)) as daemon:
@@ -89,10 +98,11 @@ def symbol_skips(ledger: Path, symbol: str) -> list[str | None]:
     return [json.loads(skips).get(symbol) for (skips,) in rows]
 
 
-@pytest.mark.parametrize("policy", ["skip", "bridge"])
 async def test_a_candle_the_exchange_never_publishes_is_counted_and_the_symbol_trades_on(
-    cli, tmp_path, policy
+    cli, tmp_path
 ):
+    # gap_policy skip; bridge (trading at once) is the data step's tests' (test_step_gaps).
+    policy = "skip"
     now = SECOND.floor(datetime.now(UTC))
     start = now - timedelta(seconds=120)
     dropped = now + timedelta(seconds=6)  # a bar a few ticks into the run
@@ -102,17 +112,11 @@ async def test_a_candle_the_exchange_never_publishes_is_counted_and_the_symbol_t
     market.add_listing(Instrument("BTC/USDT"), walk("BTC/USDT", start, 600, 60_000.0, 2))
     ledger = tmp_path / "ledger.sqlite3"
     async with EmulatorServer(market) as server:
-        env = clean_env(
-            TRADER_EXCHANGE__API_BASE_URL=server.base_url,
-            TRADER_LEDGER__PATH=str(ledger),
-            TRADER_METRICS__PORT="0",
-            TRADER_FORECAST__MODEL="baseline",
-            TRADER_FORECAST__BASELINE_LOOKBACK="16",
-            TRADER_MARKET__CONTEXT_BARS="32",
-            TRADER_MARKET__TIMEFRAME="1s",
+        env = live_env(
+            server.base_url,
+            ledger,
             TRADER_MARKET__GAP_POLICY=policy,
             TRADER_MARKET__MIN_CONTIGUOUS_BARS="4",
-            TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
         )
         details: list[str] = []
         with running(cli.start("run", env=env)) as daemon:
@@ -135,11 +139,8 @@ async def test_a_candle_the_exchange_never_publishes_is_counted_and_the_symbol_t
     assert contiguous >= 4
     skips = [s for s in symbol_skips(ledger, "SOL/USDT") if s is not None]
     assert set(symbol_skips(ledger, "BTC/USDT")) == {None}  # the other symbol never noticed
-    if policy == "skip":
-        # The tick the candle should have closed at, then 3 more until 4 bars are in a row.
-        assert skips == ["stale_bars", "gap", "gap", "gap"]
-        assert any(d.startswith("SOL/USDT: gap: 1 of 4 bars in a row") for d in details)
-    else:
-        assert skips == ["stale_bars"]  # trading at once with the hole closed up
+    # The tick the candle should have closed at, then 3 more until 4 bars are in a row.
+    assert skips == ["stale_bars", "gap", "gap", "gap"]
+    assert any(d.startswith("SOL/USDT: gap: 1 of 4 bars in a row") for d in details)
     assert symbol_skips(ledger, "SOL/USDT")[-1] is None  # trading again
     assert "bars missing" in [x["event"] for x in daemon.lines]

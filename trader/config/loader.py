@@ -24,7 +24,7 @@ from pydantic import SecretStr, ValidationError
 
 from trader.config.fields import ENV_PREFIX, KeyPath, Leaf, leaves, sections
 from trader.config.schema import Settings
-from trader.domain import quote_currency
+from trader.domain import DomainError, account_currency
 
 DEFAULT_CONFIG_FILE = Path("config/default.toml")
 DOCKER_SECRETS_DIR = Path("/run/secrets")
@@ -363,19 +363,14 @@ def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> DataLayer
     origin = Origin("data", source)
 
     def layer(merged: Values) -> Values:
-        quotes = sorted({quote_currency(symbol) for symbol in symbols})
-        if len(quotes) > 1:
-            raise ConfigError(
-                [
-                    f"the symbols {', '.join(symbols)} are quoted in {' and '.join(quotes)}: "
-                    "one account holds one currency and no conversion is configured; run "
-                    "each currency's symbols separately"
-                ]
-            )
+        try:
+            currency = account_currency(symbols)
+        except DomainError as error:
+            raise ConfigError([str(error)]) from None
         values: Values = {
             ("market", "symbols"): (list(symbols), origin),
             ("market", "timeframe"): (timeframe, origin),
-            ("broker", "currency"): (quotes[0], origin),
+            ("broker", "currency"): (currency, origin),
         }
         chosen = merged.get(("strategy", "per_symbol"))
         if chosen is not None and isinstance(chosen[0], Mapping):

@@ -433,9 +433,12 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _symbols_in_cash_currency(self) -> Settings:
         for symbol in self.market.symbols:
-            if quote_currency(symbol) != self.broker.currency:
+            quote = quote_currency(symbol)
+            if quote != self.broker.currency:
                 raise ValueError(
-                    f"market.symbols: {symbol} is not quoted in broker.currency "
+                    f"market.symbols: {symbol} is quoted in {quote}, not in broker.currency "
+                    f"{self.broker.currency}: one account holds one currency, so set "
+                    f'broker.currency = "{quote}" or trade symbols quoted in '
                     f"{self.broker.currency}"
                 )
         needed = {

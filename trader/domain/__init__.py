@@ -9,7 +9,7 @@ from trader.domain.money import ZERO, decimal_from_float, exact, positive_decima
 from trader.domain.order import Order, OrderStatus, OrderType, Side, client_order_id
 from trader.domain.portfolio import Lot, Portfolio, Position
 from trader.domain.signal import Direction, Signal
-from trader.domain.symbols import base_currency, check_symbol, quote_currency
+from trader.domain.symbols import account_currency, base_currency, check_symbol, quote_currency
 from trader.domain.time import Timeframe, ensure_utc, from_epoch_ms
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Side",
     "Signal",
     "Timeframe",
+    "account_currency",
     "base_currency",
     "check_symbol",
     "client_order_id",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from trader.domain.errors import DomainError
 
@@ -24,3 +25,16 @@ def quote_currency(symbol: str) -> str:
 def base_currency(symbol: str) -> str:
     """The asset `symbol` trades: 'SOL' for 'SOL/USDT'."""
     return check_symbol(symbol).split("/", 1)[0]
+
+
+def account_currency(symbols: Sequence[str]) -> str:
+    """The one currency an account trading `symbols` holds: their common quote currency.
+    Symbols quoted in different currencies cannot share an account (there is no conversion)."""
+    quotes = sorted({quote_currency(symbol) for symbol in symbols})
+    if len(quotes) != 1:
+        raise DomainError(
+            f"the symbols {', '.join(symbols)} are quoted in {' and '.join(quotes)}: one "
+            "account holds one currency and no conversion is configured; trade each "
+            "currency's symbols in a run of their own"
+        )
+    return quotes[0]

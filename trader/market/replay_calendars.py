@@ -51,7 +51,6 @@ def replay_calendars(
     restamped: dict[str, Recording] = {}
     fits: dict[str, CalendarFit] = {}
     for symbol, recording in recordings.items():
-        log_reading(recording)
         name = settings.calendars.get(symbol, settings.calendar)
         starts = np.array(recording.starts, dtype=np.int64)
         naive = recording.naive_times
@@ -61,6 +60,7 @@ def replay_calendars(
             fit = fit_calendar(name, starts, recording.timeframe, naive=naive, builder=builder)
         fits[symbol] = fit
         restamped[symbol] = _restamp(recording, fit)
+        log_reading(restamped[symbol])  # as the calendar finally reads it
         level = log.info if fit.in_session >= GOOD_FIT else log.warning
         level("calendar", symbol=symbol, calendar=fit.calendar.name, fit=fit.explanation)
     calendars = SymbolCalendars({s: f.calendar for s, f in fits.items()})

@@ -141,10 +141,14 @@ class MarketDataStep:
 
     def _recent(self, symbol: str, last: Bar, now: datetime) -> bool:
         """Whether a stored bar is within a window's reach of now (else start afresh)."""
-        newest = self._newest_end(symbol, now)
-        if newest is None or ms(last.end) >= newest:
-            return newest is not None
-        between = self.calendars[symbol].missing_between(self.timeframe, ms(last.start), newest)
+        calendar = self.calendars[symbol]
+        try:
+            newest = self._newest_end(symbol, now)
+            if newest is None or ms(last.end) >= newest:
+                return newest is not None
+            between = calendar.missing_between(self.timeframe, ms(last.start), newest)
+        except CalendarRangeError:  # stored before the calendar's span: too old to continue
+            return False
         return between < self.windows[symbol].capacity
 
     async def run(self, now: datetime) -> TickData:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trader.config import ConfigError, Settings, load_settings
-from trader.config.loader import resolve_config_file, resolve_secrets_dir
+from trader.config.loader import data_layer, resolve_config_file, resolve_secrets_dir
 from trader.config.render import show_json, show_text
 
 LAYERS = ("file", "secrets", "dotenv", "env")  # lowest to highest priority
@@ -156,7 +156,11 @@ def test_lists_and_tables_come_from_comma_lists_or_json(tmp_path):
         ({"TRADER_MARKET__TIMEFRAME": "1M"}, "market.timeframe: timeframe '1M'"),
         ({"TRADER_MARKET__SYMBOLS": "SOLUSDT"}, "market.symbols: symbol 'SOLUSDT'"),
         ({"TRADER_MARKET__SYMBOLS": "SOL/USDT,SOL/USDT"}, "listed more than once: SOL/USDT"),
-        ({"TRADER_MARKET__SYMBOLS": "SOL/EUR"}, "SOL/EUR is not quoted in broker.currency USDT"),
+        (
+            {"TRADER_MARKET__SYMBOLS": "SOL/EUR"},
+            "SOL/EUR is quoted in EUR, not in broker.currency USDT: one account holds one "
+            'currency, so set broker.currency = "EUR"',
+        ),
         ({"TRADER_STRATEGY__PER_SYMBOL": '{"ETH/USDT": "simple"}'}, "not in market.symbols"),
         ({"TRADER_FORECAST__DEVICE": "gpu"}, "forecast.device: 'gpu' is not auto, cpu, cuda"),
         ({"TRADER_FORECAST__QUANTILES": "0.5,1.5"}, "strictly between 0 and 1"),
@@ -243,3 +247,34 @@ def test_the_secrets_directory_is_chosen_by_trader_then_systemd(tmp_path):
     assert resolve_secrets_dir(both) == ours
     with pytest.raises(ConfigError, match="from CREDENTIALS_DIRECTORY"):
         resolve_secrets_dir({"CREDENTIALS_DIRECTORY": str(tmp_path / "gone")})
+
+
+def test_a_replays_files_decide_symbols_timeframe_and_currency_over_every_layer(tmp_path):
+    toml = '[broker]\ncurrency = "USD"\n[strategy]\nper_symbol = {"SOL/USDT" = "maxdiff"}\n'
+    # Alone, an account in USD with the default USDT symbols is refused ...
+    assert "not in broker.currency USD" in problems(tmp_path, toml=toml)
+    # ... but a replay's files have the last word, before anything is validated.
+    config = tmp_path / "config.toml"
+    layer = data_layer(["GOOG/USD", "SPY/USD"], "1d", "GOOG.csv, SPY.csv")
+    loaded = load_settings(config, environ={}, dotenv_file=None, secrets_dir=None, from_data=layer)
+    market, broker = loaded.settings.market, loaded.settings.broker
+    assert (market.symbols, market.timeframe, broker.currency) == (
+        ["GOOG/USD", "SPY/USD"], "1d", "USD",
+    )  # fmt: skip
+    assert loaded.settings.strategy.per_symbol == {}  # no such symbol in this run
+    assert str(loaded.origins["broker.currency"]) == "the data (GOOG.csv, SPY.csv)"
+    mixed = data_layer(["GOOG/USD", "SAP/EUR"], "1d", "two files")
+    with pytest.raises(ConfigError, match="quoted in EUR and USD: one account holds one currency"):
+        load_settings(None, environ={}, dotenv_file=None, secrets_dir=None, from_data=mixed)
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        ({"toml": "[market]\nallow_gaps = true\n"}, "replaced by market.calendar"),
+        ({"env": {"TRADER_MARKET__ALLOW_GAPS": "1"}}, "replaced by market.calendar"),
+        ({"toml": '[backtest]\ncalendar = "auto"\n'}, "annualisation follows the market"),
+    ],
+)
+def test_a_retired_setting_says_what_replaced_it(tmp_path, sources, expected):
+    assert expected in problems(tmp_path, **sources)
