@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from trader.config.schema import Settings
-from trader.domain import Fill
+from trader.domain import Fill, to_epoch_ms
 from trader.engine.pipeline import TickReport
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
@@ -146,10 +146,12 @@ async def read_run(
     try:
         fills = await TradingLedger(database).fills()
         record = await database.run(_read_record)
-        by_symbol, first_ready = await database.run(lambda c: _read_symbols(c, symbols))
+        outcomes, skipped, by_symbol, first_ready = await database.run(
+            lambda c: _read_ticks(c, symbols)
+        )
     finally:
         await database.close()
-    starting_cash, ticks, equity, outcomes, skipped, decisions, orders, states = record
+    starting_cash, ticks, equity, decisions, orders, states = record
     return StrategyRun(
         strategy, starting_cash, ticks, equity, tuple(sorted(fills, key=lambda f: f.at)),
         outcomes, skipped, decisions, orders, states, path, seconds,
@@ -157,37 +159,36 @@ async def read_run(
     )  # fmt: skip
 
 
-def _read_symbols(
+def _read_ticks(
     c: sqlite3.Connection, symbols: Sequence[str]
-) -> tuple[dict[str, Counter[str]], dict[str, int]]:
-    """Each symbol's skipped ticks by reason, and the first tick it was not skipped."""
+) -> tuple[Counter[str], Counter[str], dict[str, Counter[str]], dict[str, int]]:
+    """Ticks by outcome, symbol-ticks skipped by reason, and per symbol: its skipped ticks by
+    reason and the first tick it was not skipped."""
+    outcomes: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
     by_symbol: dict[str, Counter[str]] = {s: Counter() for s in symbols}
     first_ready: dict[str, int] = {}
-    for at, skips in c.execute("SELECT at, skipped FROM ticks ORDER BY at"):
-        skipped = json.loads(skips)
+    for at, outcome, skips in c.execute("SELECT at, outcome, skipped FROM ticks ORDER BY at"):
+        outcomes[outcome] += 1
+        reasons = json.loads(skips)
+        skipped.update(reasons.values())
         for symbol in symbols:
-            if symbol in skipped:
-                by_symbol[symbol][skipped[symbol]] += 1
+            if symbol in reasons:
+                by_symbol[symbol][reasons[symbol]] += 1
             elif symbol not in first_ready:
-                first_ready[symbol] = _ms(parse_time(at))
-    return by_symbol, first_ready
+                first_ready[symbol] = to_epoch_ms(parse_time(at))
+    return outcomes, skipped, by_symbol, first_ready
 
 
 def _read_record(
     c: sqlite3.Connection,
 ) -> tuple[
-    float, np.ndarray, np.ndarray, Counter[str], Counter[str], Counter[str], Counter[str],
-    tuple[StateChange, ...],
+    float, np.ndarray, np.ndarray, Counter[str], Counter[str], tuple[StateChange, ...]
 ]:  # fmt: skip
     (starting,) = c.execute("SELECT starting_cash FROM account").fetchone()
     rows = c.execute("SELECT at, equity FROM equity ORDER BY at").fetchall()
-    ticks = np.array([_ms(parse_time(at)) for at, _ in rows], dtype=np.int64)
+    ticks = np.array([to_epoch_ms(parse_time(at)) for at, _ in rows], dtype=np.int64)
     equity = np.array([float(Decimal(e)) for _, e in rows], dtype=np.float64)
-    outcomes: Counter[str] = Counter()
-    skipped: Counter[str] = Counter()
-    for outcome, skips in c.execute("SELECT outcome, skipped FROM ticks"):
-        outcomes[outcome] += 1
-        skipped.update(json.loads(skips).values())
     decisions = Counter(
         dict(c.execute("SELECT direction, count(*) FROM decisions GROUP BY direction").fetchall())
     )
@@ -200,8 +201,4 @@ def _read_record(
             "SELECT at, state, reason FROM trading_state_events ORDER BY id"
         )
     )
-    return float(Decimal(starting)), ticks, equity, outcomes, skipped, decisions, orders, states
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
+    return float(Decimal(starting)), ticks, equity, decisions, orders, states

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from trader.clock import Clock
-from trader.domain import Timeframe, from_epoch_ms
+from trader.domain import Timeframe, from_epoch_ms, to_epoch_ms
 from trader.engine.pipeline import TickReport
 from trader.logging import get_logger
 from trader.market.calendar import TradingCalendar
@@ -45,10 +45,6 @@ class TickTimes(Protocol):
         ...
 
 
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
-
-
 class BarCloseTicks:
     """Live ticks: the close of each bar some symbol's market expects (in its sessions: a
     stock has no tick at night), plus `settle` (exchanges need a moment to publish the closed
@@ -69,20 +65,25 @@ class BarCloseTicks:
 
     def due(self, now: datetime) -> datetime | None:
         closes = [
-            c.last_bar_end(self.timeframe, _ms(now - self.settle)) for c in self._markets(now)
+            c.last_bar_end(self.timeframe, to_epoch_ms(now - self.settle))
+            for c in self._markets(now)
         ]
         known = [close for close in closes if close is not None]
         return from_epoch_ms(max(known)) + self.settle if known else None
 
     def after(self, previous: datetime) -> datetime:
         markets = self._markets(previous)
-        close = min(c.next_bar_end(self.timeframe, _ms(previous - self.settle)) for c in markets)
+        close = min(
+            c.next_bar_end(self.timeframe, to_epoch_ms(previous - self.settle)) for c in markets
+        )
         return from_epoch_ms(close) + self.settle
 
     def lateness(self, at: datetime, now: datetime) -> timedelta:
         if now <= at:
             return now - at
-        trading = max(c.session_ms_between(_ms(at), _ms(now)) for c in self._markets(now))
+        trading = max(
+            c.session_ms_between(to_epoch_ms(at), to_epoch_ms(now)) for c in self._markets(now)
+        )
         return timedelta(milliseconds=trading)
 
 

@@ -10,7 +10,7 @@ from trader.domain.order import Order, OrderStatus, OrderType, Side, client_orde
 from trader.domain.portfolio import Lot, Portfolio, Position
 from trader.domain.signal import Direction, Signal
 from trader.domain.symbols import account_currency, base_currency, check_symbol, quote_currency
-from trader.domain.time import Timeframe, ensure_utc, from_epoch_ms
+from trader.domain.time import Timeframe, ensure_utc, from_epoch_ms, to_epoch_ms
 
 __all__ = [
     "ZERO",
@@ -43,4 +43,5 @@ __all__ = [
     "positive_decimal",
     "quote_currency",
     "to_decimal",
+    "to_epoch_ms",
 ]

@@ -29,6 +29,11 @@ def from_epoch_ms(ms: int) -> datetime:
     return _EPOCH + timedelta(milliseconds=ms)
 
 
+def to_epoch_ms(at: datetime) -> int:
+    """A time as exchanges stamp it: whole milliseconds since the epoch."""
+    return int(at.timestamp() * 1000)
+
+
 @dataclass(frozen=True, slots=True)
 class Timeframe:
     """A bar length in ccxt notation ("15m", "1h", "1d"); months are refused (not fixed-length)."""

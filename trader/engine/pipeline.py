@@ -36,6 +36,7 @@ from trader.domain import (
     Quote,
     Signal,
     from_epoch_ms,
+    to_epoch_ms,
 )
 from trader.engine.planning import Book, Intent, Planner
 from trader.engine.reconciling import reconcile_ledger
@@ -383,7 +384,7 @@ class Engine:
         """The close of the `steps`-th bar the symbol's market expects after its newest; None
         past the calendar's known sessions (the strategy then counts hours)."""
         calendar = self.market.calendars[data.symbol]
-        after = int(data.bars[-1].end.timestamp() * 1000)
+        after = to_epoch_ms(data.bars[-1].end)
         try:
             return from_epoch_ms(calendar.bar_end_after(self.market.timeframe, after, steps))
         except CalendarRangeError:

@@ -36,6 +36,16 @@ class SkipReason(StrEnum):
     EXCHANGE_UNAVAILABLE = "exchange_unavailable"
 
 
+# What is wrong with a row itself (counted when it is dropped), not with a symbol's tick.
+ROW_PROBLEMS = frozenset(
+    {
+        SkipReason.INVALID_BAR,
+        SkipReason.NON_POSITIVE_PRICE,
+        SkipReason.INCONSISTENT_BAR,
+        SkipReason.NEGATIVE_VOLUME,
+    }
+)
+
 # (start in epoch ms, open, high, low, close, volume[, quote volume]) as the source sent it.
 Row = Sequence[object]
 

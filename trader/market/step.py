@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from trader.config.schema import MarketSettings
-from trader.domain import Bar, Quote, Timeframe, from_epoch_ms
+from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.logging import get_logger
 from trader.market.calendar import CalendarRangeError, TradingCalendar
 from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
+    ROW_PROBLEMS,
     BarCheck,
     Row,
     SkipCounter,
@@ -37,18 +38,6 @@ from trader.market.symbol_calendars import SymbolCalendars
 from trader.market.window import BarWindow
 
 ONE_MS = timedelta(milliseconds=1)
-ROW_PROBLEMS = frozenset(
-    {
-        SkipReason.INVALID_BAR,
-        SkipReason.NON_POSITIVE_PRICE,
-        SkipReason.INCONSISTENT_BAR,
-        SkipReason.NEGATIVE_VOLUME,
-    }
-)
-
-
-def ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
 
 
 @dataclass(frozen=True)
@@ -144,9 +133,9 @@ class MarketDataStep:
         calendar = self.calendars[symbol]
         try:
             newest = self._newest_end(symbol, now)
-            if newest is None or ms(last.end) >= newest:
+            if newest is None or to_epoch_ms(last.end) >= newest:
                 return newest is not None
-            between = calendar.missing_between(self.timeframe, ms(last.start), newest)
+            between = calendar.missing_between(self.timeframe, to_epoch_ms(last.start), newest)
         except CalendarRangeError:  # stored before the calendar's span: too old to continue
             return False
         return between < self.windows[symbol].capacity
@@ -224,7 +213,7 @@ class MarketDataStep:
             self.judged[symbol] = check.judged_until
         newest = self._newest_end(symbol, now)
         last = window.last
-        if newest is None or last is None or ms(last.end) < newest:
+        if newest is None or last is None or to_epoch_ms(last.end) < newest:
             # Why the bar that closed last is not there: dropped as bad, or not sent (yet).
             due = from_epoch_ms(newest) - self.timeframe.duration if newest is not None else None
             return check.dropped.get(due, SkipReason.STALE_BARS) if due else SkipReason.STALE_BARS
@@ -257,7 +246,7 @@ class MarketDataStep:
         and some to spare for bad ones (from the calendar's start if it holds fewer)."""
         count = capacity + max(8, capacity // 8)
         try:
-            return from_epoch_ms(calendar.bar_start_before(self.timeframe, ms(now), count))
+            return from_epoch_ms(calendar.bar_start_before(self.timeframe, to_epoch_ms(now), count))
         except CalendarRangeError:
             if calendar.span_ms is None:
                 raise
@@ -270,7 +259,9 @@ class MarketDataStep:
         previous = judged
         for start in starts:
             if previous is not None:
-                between = calendar.bar_starts(self.timeframe, ms(previous) + 1, ms(start))
+                between = calendar.bar_starts(
+                    self.timeframe, to_epoch_ms(previous) + 1, to_epoch_ms(start)
+                )
                 if len(between):
                     return from_epoch_ms(int(between[0]))
             previous = start
@@ -282,7 +273,9 @@ class MarketDataStep:
         calendar, previous, missing = self.calendars[symbol], judged, 0
         for start in starts:
             if previous is not None:
-                missing += calendar.missing_between(self.timeframe, ms(previous), ms(start))
+                missing += calendar.missing_between(
+                    self.timeframe, to_epoch_ms(previous), to_epoch_ms(start)
+                )
             previous = start
         if missing:
             self.missing[symbol] += missing
@@ -297,11 +290,16 @@ class MarketDataStep:
         if last is None:
             return False
         calendar = self.calendars[symbol]
-        return calendar.missing_between(self.timeframe, ms(last.start), ms(bar.start)) > 0
+        return (
+            calendar.missing_between(
+                self.timeframe, to_epoch_ms(last.start), to_epoch_ms(bar.start)
+            )
+            > 0
+        )
 
     def _newest_end(self, symbol: str, now: datetime) -> int | None:
         """When the newest bar that should have closed by `now` closed (epoch ms)."""
-        return self.calendars[symbol].last_bar_end(self.timeframe, ms(now))
+        return self.calendars[symbol].last_bar_end(self.timeframe, to_epoch_ms(now))
 
     def _needed(self, window: BarWindow) -> int:
         return min(self.settings.min_contiguous_bars, window.capacity)

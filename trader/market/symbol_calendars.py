@@ -10,17 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
-from trader.domain import Timeframe
+from trader.domain import Timeframe, to_epoch_ms
 from trader.logging import get_logger
 from trader.market.calendar import TradingCalendar
 from trader.market.calendars import CONTINUOUS, CalendarBuilder, build_calendar
 
 AHEAD = timedelta(days=400)  # a live calendar is built this far past now ...
 REBUILD_BEFORE = timedelta(days=30)  # ... and rebuilt when its end comes this close
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
 
 
 class SymbolCalendars(Mapping[str, TradingCalendar]):
@@ -54,7 +50,7 @@ class SymbolCalendars(Mapping[str, TradingCalendar]):
         lookback = timeframe.duration * history_bars * 2 + timedelta(days=30)
         builder = CalendarBuilder()
         built = {
-            symbol: builder.build(name, _ms(now - lookback), _ms(now + AHEAD))
+            symbol: builder.build(name, to_epoch_ms(now - lookback), to_epoch_ms(now + AHEAD))
             for symbol, name in names.items()
         }
         return cls(built, lookback=lookback, builder=builder)
@@ -69,10 +65,13 @@ class SymbolCalendars(Mapping[str, TradingCalendar]):
             span = calendar.span_ms
             if span is None or calendar.name in self._at_their_end:
                 continue
-            if calendar.covers(_ms(now), _ms(now + REBUILD_BEFORE)):
+            if calendar.covers(to_epoch_ms(now), to_epoch_ms(now + REBUILD_BEFORE)):
                 continue
             rebuilt = self._builder.build(
-                calendar.name, _ms(now - self._lookback), _ms(now + AHEAD), calendar.anchor
+                calendar.name,
+                to_epoch_ms(now - self._lookback),
+                to_epoch_ms(now + AHEAD),
+                calendar.anchor,
             )
             if rebuilt.span_ms is not None and rebuilt.span_ms[1] <= span[1]:
                 self._at_their_end.add(calendar.name)
@@ -83,9 +82,6 @@ class SymbolCalendars(Mapping[str, TradingCalendar]):
                     fix="upgrade exchange_calendars (it publishes sessions a year or so ahead)",
                 )
             self._calendars[symbol] = rebuilt
-
-    def names(self) -> dict[str, str]:
-        return {symbol: calendar.name for symbol, calendar in self._calendars.items()}
 
     def __getitem__(self, symbol: str) -> TradingCalendar:
         return self._calendars[symbol]
