@@ -1,5 +1,6 @@
-# The two commands: `make run` starts the daemon, `make test` runs every check. Each builds the
-# virtualenv .venv first when it is missing or pyproject.toml changed, and is quick otherwise.
+# The three commands: `make run` starts the daemon, `make test` runs every check, `make demo` shows
+# the daemon at work offline. Each builds the virtualenv .venv first when it is missing or
+# pyproject.toml changed, and is quick otherwise.
 
 PYTHON ?= python3
 VENV := .venv
@@ -16,10 +17,15 @@ TORCH_PIP_ARGS ?=
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test lint typecheck unit venv clean
+.PHONY: run test demo lint typecheck unit venv clean
 
 run: $(RUNTIME)
 	$(BIN)/trader run
+
+# MODEL=toto or MODEL=kronos: the same run with a foundation model whose weights are cached.
+MODEL ?= baseline
+demo: $(RUNTIME)
+	$(BIN)/trader demo --model $(MODEL)
 
 test: $(DEV) lint typecheck
 	$(BIN)/pytest

@@ -19,7 +19,7 @@ it has more fills than backtesting.py has trades). `*_bars_per_s` is bars simula
 of wall time; `*_ours_over_backtesting_py` their ratio. Forecasting (cold cache) is timed on
 its own, as `forecast_windows_per_s`.
 
-    .venv/bin/python bench/backtest.py [--data DIR] [--quick] [--repeats N]
+    .venv/bin/python bench/backtest.py [--data DIR|FILE] [--quick] [--repeats N]
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ from trader.market.replay import Recording, read_recording
 from trader.market.replay_calendars import replay_calendars
 from trader.runner import replay_settings, tick_times
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+DEFAULT_DATA = Path(
+    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def signal_strategy(hurdle_bps: float, fraction: float) -> type[Strategy]:
@@ -209,9 +212,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the first 3,000 bars")
     parser.add_argument("--repeats", type=int, default=1, help="median of this many runs")
     args = parser.parse_args()
-    path = args.data / "SOLUSDT_1h.csv"
+    # A directory holding SOLUSDT_1h.csv, or a file of bars (tests pass an excerpt).
+    path = args.data if args.data.is_file() else args.data / "SOLUSDT_1h.csv"
     if not path.is_file():
-        sys.stderr.write(f"no {path}: pass --data DIR\n")
+        sys.stderr.write(f"no {path}: pass --data DIR or FILE\n")
         return 2
     recording = read_recording(path)
     if args.quick:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -35,7 +36,15 @@ from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.replay import read_recording
 from trader.market.retry import RetryPolicy
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "SOLUSDT_1h.csv"
+# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+DEFAULT_DATA = (
+    Path(
+        os.environ.get(
+            "TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
+        )
+    )
+    / "SOLUSDT_1h.csv"
+)
 KEY, SECRET = "bench-key", "bench-secret-0123456789"
 SYMBOL = "SOL/USDT"
 

@@ -17,13 +17,14 @@
    number of ticks booked; growth is measured from 10% of the month (after warm-up and the
    allocators' first growth) to its end. Target: growth under 5%.
 
-    .venv/bin/python bench/daemon.py [--data DIR] [--size published|small] [--quick]
+    .venv/bin/python bench/daemon.py [--data DIR|FILE] [--size published|small] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import os
 import sqlite3
@@ -56,7 +57,8 @@ from trader.forecast.toto import TotoForecaster  # noqa: E402
 from trader.forecast.toto.config import TotoConfig  # noqa: E402
 from trader.forecast.toto.model import TotoModel  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
+# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 TRADER = str(Path(sys.executable).parent / "trader")
 LEVELS = (0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9)
 MONTH_TICKS = 30 * 24
@@ -71,8 +73,14 @@ def random_model(config: dict[str, Any], seed: int = 0) -> TotoModel:
     return model.eval()
 
 
+def recording(data: Path) -> Path:
+    """--data: a directory holding SOLUSDT_1h.csv, or a file of SOL/USDT bars (.csv, .csv.gz:
+    tests pass an excerpt)."""
+    return data if data.is_file() else data / "SOLUSDT_1h.csv"
+
+
 def requests(data: Path, context: int) -> list[ForecastRequest]:
-    bars, _ = read_bars(data / "SOLUSDT_1h.csv", None)
+    bars, _ = read_bars(recording(data), None)
     window = bars[-context:]
     scaled = [
         Bar("BTC/USDT", b.timeframe, b.start, b.open * 10, b.high * 10, b.low * 10, b.close * 10,
@@ -167,7 +175,9 @@ def booked(ledger: Path) -> int:
 
 
 def measure_month(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    lines = (args.data / "SOLUSDT_1h.csv").read_text().splitlines()
+    path = recording(args.data)
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as handle:
+        lines = handle.read().splitlines()
     rows = lines[1 : 1 + args.month_context + args.ticks + 1]
     (tmp / "SOLUSDT_1h.csv").write_text("\n".join([lines[0], *rows]) + "\n")
     scaled = []

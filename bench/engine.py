@@ -8,7 +8,7 @@ logs written as JSON (to /dev/null) and with logging off. `tick_ms` is the whole
 `engine_stages_ms` leaves out the data step (the market source's cost) and the forecast stage
 (the model's), keeping fills, strategy, risk and orders, and the ledger commit.
 
-    .venv/bin/python bench/engine.py [--data DIR] [--ticks N] [--quick]
+    .venv/bin/python bench/engine.py [--data DIR|FILE] [--ticks N] [--quick]
 """
 
 from __future__ import annotations
@@ -32,7 +32,10 @@ from trader.logging import configure_logging
 from trader.market.replay import Recording, read_recording
 from trader.runner import run_replay
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+DEFAULT_DATA = Path(
+    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 class BandForecaster:
@@ -139,9 +142,10 @@ async def main() -> int:
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    path = args.data / "SOLUSDT_1h.csv"
+    # A directory holding SOLUSDT_1h.csv, or a file of bars (tests pass an excerpt).
+    path = args.data if args.data.is_file() else args.data / "SOLUSDT_1h.csv"
     if not path.is_file():
-        sys.stderr.write(f"no {path}: pass --data DIR\n")
+        sys.stderr.write(f"no {path}: pass --data DIR or FILE\n")
         return 2
     recording = read_recording(path)
     ticks = 20 if args.quick else args.ticks

@@ -13,13 +13,14 @@ close/high/low of the last `--context` bars of SOLUSDT_1h.csv on this machine's 
   reference's samples, in standard errors of sampling: a mean near 0.8 is agreement;
 - batching (ours): 8 symbols in one call against 8 calls of one symbol.
 
-    .venv/bin/python bench/toto.py [--data DIR] [--repeats N] [--threads N] [--quick]
+    .venv/bin/python bench/toto.py [--data DIR|FILE] [--repeats N] [--threads N] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -49,15 +50,21 @@ from trader.forecast.oneshot import read_bars  # noqa: E402
 from trader.forecast.protocol import ForecastRequest  # noqa: E402
 from trader.forecast.toto import TotoForecaster, load_toto  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
+# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
 DATA = "SOLUSDT_1h.csv"
 VARIATES = ("close", "high", "low")
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
+def recording(data: Path) -> Path:
+    """--data: a directory holding SOLUSDT_1h.csv, or a file of bars (tests pass an excerpt)."""
+    return data if data.is_file() else data / DATA
+
+
 def windows(args: argparse.Namespace) -> list[list[Bar]]:
     """`--symbols` windows of `--context` bars, 500 bars apart, ending at the file's end."""
-    bars, _ = read_bars(args.data / DATA, None)
+    bars, _ = read_bars(recording(args.data), None)
     ends = [len(bars) - 500 * i for i in range(args.symbols)]
     return [bars[end - args.context : end] for end in ends]
 
@@ -177,8 +184,8 @@ def main() -> int:
     parser.add_argument("--one-by-one", action="store_true")
     parser.add_argument("--save", type=Path, help="write the last sample paths here (.npy)")
     args = parser.parse_args()
-    if not (args.data / DATA).is_file():
-        sys.stderr.write(f"no {args.data / DATA}: pass --data DIR\n")
+    if not recording(args.data).is_file():
+        sys.stderr.write(f"no {recording(args.data)}: pass --data DIR or FILE\n")
         return 2
     if args.implementation:
         sys.stdout.write("\n" + json.dumps(worker(args)) + "\n")

@@ -53,6 +53,7 @@ from trader.daemon.reload import SettingsSource
 from trader.daemon.ticks import TickLoop
 from trader.domain import DomainError, Order, Quote, Timeframe
 from trader.engine.pipeline import Engine, TickReport
+from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_SOFTWARE, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable
 from trader.ledger.database import Database, LedgerError
@@ -80,12 +81,6 @@ from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import CountedSkips, Metrics
 from trader.telemetry.mqtt import MqttLink
 from trader.telemetry.readiness import Readiness, Verdict
-
-# sysexits.h
-EX_DATAERR = 65  # the ledger or the replay data cannot be used as they are
-EX_UNAVAILABLE = 69  # the device or the model is not available here
-EX_SOFTWARE = 70  # an error nobody foresaw (logged with its traceback)
-EX_CONFIG = 78  # the configuration forbids starting
 
 MARKET_RETRY_MAX_S = 60.0
 NOT_CONTACTED = "not contacted yet"

@@ -14,14 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import Daemon, clean_env
 from tests.integration.loopback import http_get
+from tests.recorded import excerpt
 
 
-def recording(tmp: Path, shared: Path, bars: int, name: str = "SOLUSDT_1h.csv") -> Path:
-    """The first `bars` hours of SOL/USDT."""
-    lines = (shared / "SOLUSDT_1h.csv").read_text().splitlines()[: bars + 1]
-    path = tmp / name
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def recording(tmp: Path, bars: int, name: str = "SOLUSDT_1h.csv") -> Path:
+    """The first `bars` hours of SOL/USDT, as a plain CSV file in `tmp`."""
+    return excerpt(tmp / name, bars)
 
 
 def daemon_env(tmp: Path, **extra: str) -> dict[str, str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
+from tests.recorded import SOLUSDT_1H
 from trader.clock import SimulatedClock
 from trader.config.schema import ExchangeSettings
 from trader.domain import Bar
@@ -19,8 +19,11 @@ from trader.market.retry import RetryPolicy
 FAST_RETRY = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=2.0)
 
 
-def recorded_bars(data: Path, count: int) -> list[Bar]:
-    recording = read_recording(data / "SOLUSDT_1h.csv")
+def recorded_bars(count: int) -> list[Bar]:
+    """The first `count` recorded SOL/USDT hours."""
+    recording = read_recording(SOLUSDT_1H)
+    if count > len(recording.rows):
+        raise ValueError(f"{SOLUSDT_1H.name} holds {len(recording.rows)} bars, not {count}")
     bars = [parse_row(row, "SOL/USDT", recording.timeframe) for row in recording.rows[:count]]
     return [b for b in bars if isinstance(b, Bar)]
 
@@ -44,8 +47,8 @@ class Venue:
         self.clock.advance_to(self.bars["SOL/USDT"][index].start + timedelta(seconds=seconds))
 
 
-def venue(data: Path, count: int = 1200, start_index: int = 600, extra: int = 0) -> Venue:
-    sol = recorded_bars(data, count)
+def venue(count: int = 1200, start_index: int = 600, extra: int = 0) -> Venue:
+    sol = recorded_bars(count)
     bars = {"SOL/USDT": sol, "BTC/USDT": scaled(sol, "BTC/USDT", 10_000)}
     for n in range(extra):
         bars[f"C{n}/USDT"] = scaled(sol, f"C{n}/USDT", 1 + n)

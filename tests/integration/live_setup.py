@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 from tests.integration.emulated import FAST_RETRY, Venue, venue
 from trader.broker.live import LiveBroker
@@ -98,7 +97,6 @@ def make_broker(
 
 @asynccontextmanager
 async def live(
-    shared: Path,
     *,
     cash: Decimal = Decimal(10_000),
     base: Decimal = Decimal(0),
@@ -108,7 +106,7 @@ async def live(
     pause_s: float = 0.5,
     **broker: object,
 ) -> AsyncIterator[Live]:
-    market = venue(shared, start_index=start_index)
+    market = venue(start_index=start_index)
     trading = TradingVenue(market.market, Fees(), liquidity_share)
     trading.open_account(KEY, {"USDT": cash, "SOL": base, "BTC": base})
     server = EmulatorServer(market.market, venue=trading, secrets={KEY: SECRET})

@@ -1,10 +1,11 @@
-"""`trader backtest` on recorded data: buy-and-hold over the whole SOLUSDT file against the
+"""`trader backtest` on recorded data: buy-and-hold over a whole SOL/USDT recording against the
 price ratio, the report a user opens, and the statistics read back from the engine's ledgers."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
+import gzip
 import json
 import sqlite3
 
@@ -13,6 +14,7 @@ import pytest
 from PIL import Image
 
 from tests.integration.conftest import clean_env
+from tests.recorded import SOLUSDT_1H
 from trader.backtest.activity import trading_costs
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, run_backtest
 from trader.config.schema import Settings
@@ -21,8 +23,8 @@ from trader.market.replay import Recording, read_recording
 pytestmark = pytest.mark.integration
 
 
-def test_buy_and_hold_over_the_whole_file_is_the_price_ratio_less_costs(shared_data, tmp_path):
-    path = shared_data / "SOLUSDT_1h.csv"
+def test_buy_and_hold_over_a_whole_recording_is_the_price_ratio_less_costs(tmp_path):
+    path = SOLUSDT_1H
     settings = Settings(
         market={"symbols": ["SOL/USDT"]}, backtest={"cache_dir": tmp_path / "cache"}
     )
@@ -31,7 +33,7 @@ def test_buy_and_hold_over_the_whole_file_is_the_price_ratio_less_costs(shared_d
     assert line.strategy == BUY_AND_HOLD
     # Straight from the file: the first tick is the close of the 512th bar (the first full
     # window), the last the file's last close.
-    with path.open() as f:
+    with gzip.open(path, "rt", newline="") as f:
         closes = [float(row["close"]) for row in csv.DictReader(f)]
     first, last = closes[settings.market.context_bars - 1], closes[-1]
     fee, half, slip = 10 / 10_000, 5 / 20_000, 2 / 10_000  # the paper broker's defaults
@@ -48,18 +50,18 @@ def test_buy_and_hold_over_the_whole_file_is_the_price_ratio_less_costs(shared_d
     )
 
 
-def test_the_cli_compares_every_strategy_and_writes_a_report_people_open(cli, shared_data):
+def test_the_cli_compares_every_strategy_and_writes_a_report_people_open(cli):
     out = cli.cwd / "report"
     done = cli.run(
-        "backtest", "--data", str(shared_data / "SOLUSDT_1h.csv"), "--model", "baseline",
-        "--from", "2025-12-01", "--to", "2025-12-20", "--out", str(out),
+        "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline",
+        "--from", "2020-12-01", "--to", "2020-12-20", "--out", str(out),
         env=clean_env(TRADER_BACKTEST__CACHE_DIR=str(cli.cwd / "cache")),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     table = done.stdout
     for name in ("simple", "ci_guard", "maxdiff", "buy & hold", "Sharpe", "max DD"):
         assert name in table
-    assert "2025-12-01 00:00 .. 2025-12-20 23:00" in table  # a date as --to: all of that day
+    assert "2020-12-01 00:00 .. 2020-12-20 23:00" in table  # a date as --to: all of that day
     stats = json.loads((out / "stats.json").read_text())
     assert [line["strategy"] for line in stats["lines"]] == [
         "simple", "ci_guard", "maxdiff", BUY_AND_HOLD,
@@ -88,8 +90,8 @@ def test_the_cli_compares_every_strategy_and_writes_a_report_people_open(cli, sh
     assert report.count("data:image/png;base64,") == len(pngs)
     # A second run reuses every forecast.
     again = cli.run(
-        "backtest", "--data", str(shared_data / "SOLUSDT_1h.csv"), "--model", "baseline",
-        "--from", "2025-12-01", "--to", "2025-12-20", "--strategy", "simple", "--out",
+        "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline",
+        "--from", "2020-12-01", "--to", "2020-12-20", "--strategy", "simple", "--out",
         str(cli.cwd / "again"), env=clean_env(TRADER_BACKTEST__CACHE_DIR=str(cli.cwd / "cache")),
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
@@ -106,10 +108,10 @@ def test_the_cli_refuses_bad_input_with_a_reason(cli, tmp_path):
     assert "not a date" in bad.stderr
 
 
-def test_symbol_lines_add_up_to_the_ledgers_own_equity(shared_data, tmp_path):
-    sol = read_recording(shared_data / "SOLUSDT_1h.csv")
-    rows = sol.rows[5000:5400]
-    eth = [(t, o * 7, h * 7, lo * 7, c * 7, v, q) for t, o, h, lo, c, v, q in sol.rows[9000:9400]]
+def test_symbol_lines_add_up_to_the_ledgers_own_equity(tmp_path):
+    sol = read_recording(SOLUSDT_1H)
+    rows = sol.rows[1000:1400]
+    eth = [(t, o * 7, h * 7, lo * 7, c * 7, v, q) for t, o, h, lo, c, v, q in sol.rows[3000:3400]]
     eth = [(rows[i][0], *row[1:]) for i, row in enumerate(eth)]  # other prices, same times
     recordings = {
         "SOL/USDT": Recording("SOL/USDT", sol.timeframe, rows, sol.path),

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from tests.integration import kronos_reference, toto_reference
+from tests.recorded import SOLUSDT_1H
 from trader.backtest.run import run_backtest
 from trader.config.schema import Settings
 from trader.forecast.build import build_forecaster
@@ -49,19 +50,10 @@ def settings(folder: Path) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def bars(shared_data_module) -> Recording:
-    original = read_recording(shared_data_module / "SOLUSDT_1h.csv")
+def bars() -> Recording:
+    original = read_recording(SOLUSDT_1H)
     rows = original.rows[2000 : 2000 + CONTEXT - 1 + TICKS]
     return Recording(original.symbol, original.timeframe, rows, original.path)
-
-
-@pytest.fixture(scope="module")
-def shared_data_module():
-    from tests.conftest import SHARED_DATA  # noqa: PLC0415
-
-    if not (SHARED_DATA / "SOLUSDT_1h.csv").is_file():
-        pytest.skip(f"no recorded market data in {SHARED_DATA} (set TRADER_SHARED_DATA)")
-    return SHARED_DATA
 
 
 @pytest.fixture(scope="module", params=["baseline", "toto", "kronos"])

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from tests.integration.conftest import clean_env
+from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.backtest.findings import findings
 from trader.backtest.run import BUY_AND_HOLD, Backtest, Period, run_backtest
 from trader.config.schema import Settings
@@ -29,7 +30,6 @@ from trader.market.replay import Recording, read_recording
 
 pytestmark = pytest.mark.integration
 
-DATA = Path(__file__).parents[1] / "data"
 PACKAGED = Path(backtesting.__file__).parent / "test"
 CONTEXT = 64
 
@@ -131,7 +131,7 @@ def test_fx_trades_sunday_evening_to_friday_evening_new_york(tmp_path):
 
 
 def test_an_a_share_market_with_a_lunch_break_ticks_only_in_its_sessions(tmp_path):
-    recording = read_recording(DATA / "XSHG_600977_5min.csv.gz", "600977/CNY")
+    recording = read_recording(XSHG_600977_5MIN, "600977/CNY")
     result = run(settings(tmp_path), recording, ["maxdiff"])
     assert result.annualisation.calendar == "XSHG"
     assert result.annualisation.periods_per_year == pytest.approx(242 * 48)
@@ -162,7 +162,7 @@ def corrupted(recording: Recording) -> tuple[Recording, dict[str, int]]:
 
 
 def test_a_missing_candle_and_bad_bars_cost_a_few_ticks_each_and_say_so(tmp_path):
-    sol = read_recording(DATA / "SOLUSDT_1h.csv.gz")
+    sol = read_recording(SOLUSDT_1H_2022)
     bad, reasons = corrupted(sol)
     result = run(settings(tmp_path), bad, ["simple"])
     # The missing candle's close is still a tick (the market had that hour).
@@ -183,7 +183,7 @@ def test_a_missing_candle_and_bad_bars_cost_a_few_ticks_each_and_say_so(tmp_path
 
 
 def test_reversed_and_shuffled_files_give_the_same_run_and_the_shuffle_is_told(tmp_path):
-    source = DATA / "SOLUSDT_1h.csv.gz"
+    source = SOLUSDT_1H_2022
     header, *rows = gzip.decompress(source.read_bytes()).decode().splitlines()
     ordered = rows[:600]
     shuffled = list(ordered)
@@ -208,7 +208,7 @@ def test_reversed_and_shuffled_files_give_the_same_run_and_the_shuffle_is_told(t
 
 @pytest.mark.parametrize("policy", ["stop", "reduce_only", "resume_next_day"])
 def test_a_loss_limit_halt_in_a_backtest_does_what_on_halt_says(tmp_path, policy):
-    sol = read_recording(DATA / "SOLUSDT_1h.csv.gz")
+    sol = read_recording(SOLUSDT_1H_2022)
     s = settings(
         tmp_path,
         risk={"max_daily_loss": 0.002, "max_drawdown": 1.0, "min_edge_bps": 0.0},
@@ -237,7 +237,7 @@ def test_a_loss_limit_halt_in_a_backtest_does_what_on_halt_says(tmp_path, policy
 def test_the_cli_exits_1_when_most_ticks_skipped_unless_told_and_follows_the_files_currency(
     cli, tmp_path
 ):
-    sol = read_recording(DATA / "SOLUSDT_1h.csv.gz")
+    sol = read_recording(SOLUSDT_1H_2022)
     header = "timestamps,open,high,low,close,volume"
     rows = [
         f"{datetime.fromtimestamp(r[0] / 1000, UTC):%Y-%m-%d %H:%M:%S},{r[1]},{r[2]},{r[3]},"

@@ -1,4 +1,5 @@
-"""Bench scripts keep working (their figures are read by people, not asserted here)."""
+"""Bench scripts keep working (their figures are read by people, not asserted here), on the
+recorded excerpt in tests/data/ (by default they read the full files in ../shared/data/)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
+from tests.recorded import SOLUSDT_1H
 
 pytestmark = pytest.mark.integration
 
@@ -25,16 +27,16 @@ def bench(script: str, *args: str) -> dict[str, Any]:
     return report
 
 
-def test_the_domain_bench_prints_its_figures_as_json(shared_data):
-    report = bench("domain.py", "--data", str(shared_data / "SOLUSDT_1h.csv"))
+def test_the_domain_bench_prints_its_figures_as_json():
+    report = bench("domain.py", "--data", str(SOLUSDT_1H))
     assert report["bars"] == 500
     assert report["fills"] == 500
     for key in ("validated_bars_per_s", "exact_fills_per_s", "settings_load_ms_median"):
         assert report[key] > 0
 
 
-def test_the_market_bench_prints_its_figures_as_json(shared_data):
-    report = bench("market.py", "--data", str(shared_data))
+def test_the_market_bench_prints_its_figures_as_json():
+    report = bench("market.py", "--data", str(SOLUSDT_1H))
     assert report["exchange_symbols"] == 20
     assert report["exchange_requests_per_tick"] == 21  # 20 klines + one batch quote call
     for key in ("replay_step_bars_per_s", "exchange_step_ms_median_unthrottled"):
@@ -43,8 +45,8 @@ def test_the_market_bench_prints_its_figures_as_json(shared_data):
     assert report["replay_gap_bars_per_s"] > 0
 
 
-def test_the_engine_bench_prints_its_figures_as_json(shared_data):
-    report = bench("engine.py", "--data", str(shared_data))
+def test_the_engine_bench_prints_its_figures_as_json():
+    report = bench("engine.py", "--data", str(SOLUSDT_1H))
     assert report["maxdiff_50_symbols_nologs_orders_per_tick"] > 50  # the busy case is busy
     for key in (
         "ci_guard_1_symbols_nologs_tick_ms_median",
@@ -53,8 +55,8 @@ def test_the_engine_bench_prints_its_figures_as_json(shared_data):
         assert report[key] > 0
 
 
-def test_the_toto_bench_compares_ours_and_the_reference_side_by_side(shared_data):
-    report = bench("toto.py", "--data", str(shared_data))
+def test_the_toto_bench_compares_ours_and_the_reference_side_by_side():
+    report = bench("toto.py", "--data", str(SOLUSDT_1H))
     for case in ("h16_s8", "h48_s32"):
         for key in ("ours_ms_median", "reference_ms_median", "ours_peak_rss_mb", "speedup"):
             assert report[f"{case}_{key}"] > 0
@@ -63,8 +65,8 @@ def test_the_toto_bench_compares_ours_and_the_reference_side_by_side(shared_data
     assert report["batch_2_symbols_h16_s32_cost_ratio"] > 0
 
 
-def test_the_backtest_bench_times_ours_beside_backtesting_py(shared_data):
-    report = bench("backtest.py", "--data", str(shared_data))
+def test_the_backtest_bench_times_ours_beside_backtesting_py():
+    report = bench("backtest.py", "--data", str(SOLUSDT_1H))
     assert report["bars"] == 3000 - 512 + 1
     assert report["forecast_windows_per_s"] > 0
     for case in ("costs", "free"):
@@ -80,8 +82,8 @@ def test_the_backtest_bench_times_ours_beside_backtesting_py(shared_data):
     assert report["costs_ours_maxdiff_fills"] > 0
 
 
-def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks(shared_data):
-    report = bench("daemon.py", "--data", str(shared_data))
+def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks():
+    report = bench("daemon.py", "--data", str(SOLUSDT_1H))
     for case in ("lag_offloop", "lag_offloop_all_cores", "lag_onloop", "lag_idle"):
         assert report[case]["samples"] > 0
         assert report[case]["p99_ms"] >= 0
@@ -89,3 +91,14 @@ def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks(shared_data):
     assert report["month_ticks"] >= 100
     assert report["month_rss_mb_at_end"] > 0
     assert len(report["month_rss_by_decile_mb"]) == 10
+
+
+def test_the_cli_bench_times_the_start_beside_python_itself():
+    report = bench("cli.py")
+    assert report["runs"] == 3
+    assert report["median_ms"]["python_pass"] > 0
+    assert set(report["over_python_pass"]) == {
+        "trader_help",
+        "trader_config_show",
+        "trader_backtest_help",
+    }

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_bench import bench
+from tests.recorded import SOLUSDT_1H
 
 pytestmark = pytest.mark.integration
 
 
-def test_the_broker_bench_prints_its_figures_as_json(shared_data):
-    report = bench("broker.py", "--data", str(shared_data / "SOLUSDT_1h.csv"))
+def test_the_broker_bench_prints_its_figures_as_json():
+    report = bench("broker.py", "--data", str(SOLUSDT_1H))
     assert report["orders"] == 20
     for key in ("live_market_order_ms", "paper_market_order_ms", "live_place_and_cancel_ms",
                 "live_lost_answer_settled_ms", "reconcile_ms_20_open_orders"):  # fmt: skip

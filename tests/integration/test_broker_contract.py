@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 
@@ -91,8 +90,8 @@ class Harness:
 
 
 @asynccontextmanager
-async def paper(shared: Path) -> AsyncIterator[Harness]:
-    market = venue(shared, start_index=600)
+async def paper() -> AsyncIterator[Harness]:
+    market = venue(start_index=600)
     from trader.emulator.market import Instrument as Listing  # noqa: PLC0415
 
     rules = Listing("SOL/USDT")
@@ -105,8 +104,8 @@ async def paper(shared: Path) -> AsyncIterator[Harness]:
 
 
 @asynccontextmanager
-async def live_harness(shared: Path) -> AsyncIterator[Harness]:
-    async with live(shared, cash=CASH, liquidity_share=SHARE) as setup:
+async def live_harness() -> AsyncIterator[Harness]:
+    async with live(cash=CASH, liquidity_share=SHARE) as setup:
         baseline = {"USDT": CASH, "SOL": Decimal(0), "BTC": Decimal(0)}
         yield Harness("live", setup.broker, setup.prices, setup.instruments, baseline)
         account = setup.venue.accounts[KEY]
@@ -117,9 +116,9 @@ async def live_harness(shared: Path) -> AsyncIterator[Harness]:
 
 
 @pytest.fixture(params=["paper", "live"])
-async def harness(request, shared_data) -> AsyncIterator[Harness]:
+async def harness(request) -> AsyncIterator[Harness]:
     make = paper if request.param == "paper" else live_harness
-    async with make(shared_data) as h:
+    async with make() as h:
         yield h
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.csv as pacsv
 import pytest
 
+from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.domain import Timeframe
 from trader.market.calendar import CalendarRangeError
 from trader.market.calendars import (
@@ -27,7 +28,6 @@ from trader.market.calendars import (
     wall_to_utc,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data"
 BACKTESTING = Path(backtesting.__file__).parent / "test"
 M5, H1, D1 = Timeframe("5m"), Timeframe("1h"), Timeframe("1d")
 
@@ -53,7 +53,7 @@ def builder() -> CalendarBuilder:
 
 @pytest.fixture(scope="module")
 def xshg_times() -> np.ndarray:
-    return read_times(DATA / "XSHG_600977_5min.csv.gz", "timestamps")
+    return read_times(XSHG_600977_5MIN, "timestamps")
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +114,12 @@ def test_times_read_only_as_utc_fit_shanghai_poorly(
     assert "a poor fit: 100.0% of the bars fall outside its sessions" in fit.explanation
 
 
-def test_the_whole_shanghai_recording(shared_data: Path) -> None:
-    times = read_times(shared_data / "XSHG_600977_5min.csv", "timestamps")
-    fit = infer_calendar(times, M5, naive=True)
+def test_the_shanghai_recording_is_inferred_without_a_shared_builder(
+    xshg_times: np.ndarray,
+) -> None:
+    fit = infer_calendar(xshg_times, M5, naive=True)
     assert (fit.calendar.name, fit.timezone, fit.label) == ("XSHG", "Asia/Shanghai", "end")
-    assert (len(times), fit.missing) == (2500, 0)
+    assert (fit.expected, fit.missing) == (len(xshg_times), 0)
 
 
 # -- Google, daily, plain dates ------------------------------------------------------------------
@@ -242,7 +243,7 @@ class Untouchable(tuple[str, ...]):
 
 
 def test_crypto_is_continuous_without_building_an_exchange_calendar() -> None:
-    times = read_times(DATA / "SOLUSDT_1h.csv.gz", "timestamps")
+    times = read_times(SOLUSDT_1H_2022, "timestamps")
     builder = CalendarBuilder()
     fit = infer_calendar(times, H1, naive=True, candidates=Untouchable(), builder=builder)
     assert fit.calendar.continuous
@@ -259,7 +260,7 @@ def test_crypto_is_continuous_without_building_an_exchange_calendar() -> None:
 
 
 def test_when_no_calendar_fits_it_is_continuous_and_says_so(builder: CalendarBuilder) -> None:
-    times = read_times(DATA / "SOLUSDT_1h.csv.gz", "timestamps")
+    times = read_times(SOLUSDT_1H_2022, "timestamps")
     sparse = np.delete(times, np.arange(20, 2000, 40))  # 50 bars gone: 2.5% missing
     fit = infer_calendar(sparse, H1, naive=True, candidates=("XNYS",), builder=builder)
     assert fit.calendar.continuous

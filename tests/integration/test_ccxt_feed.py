@@ -45,8 +45,8 @@ async def running(
             await feed.close()
 
 
-async def test_markets_load_and_unknown_symbols_are_named_with_a_suggestion(shared_data):
-    v = venue(shared_data)
+async def test_markets_load_and_unknown_symbols_are_named_with_a_suggestion():
+    v = venue()
     async with EmulatorServer(v.market) as server:
         feed = ccxt_feed(server.base_url, v.clock)
         try:
@@ -61,8 +61,8 @@ async def test_markets_load_and_unknown_symbols_are_named_with_a_suggestion(shar
             await feed.close()
 
 
-async def test_only_closed_bars_reach_the_window_exactly_as_the_exchange_sent_them(shared_data):
-    v = venue(shared_data, start_index=600)
+async def test_only_closed_bars_reach_the_window_exactly_as_the_exchange_sent_them():
+    v = venue(start_index=600)
     v.at_bar(600, seconds=1800)  # half-way through bar 600: it is still forming
     async with running(v) as (server, step):
         data = await step.run(v.clock.now())
@@ -88,8 +88,8 @@ async def test_only_closed_bars_reach_the_window_exactly_as_the_exchange_sent_th
         ({"fetchBidsAsks": False, "fetchTickers": False}, "/api/v3/depth"),
     ],
 )
-async def test_quotes_come_from_whatever_the_exchange_supports(shared_data, has, endpoint):
-    v = venue(shared_data)
+async def test_quotes_come_from_whatever_the_exchange_supports(has, endpoint):
+    v = venue()
     async with EmulatorServer(v.market) as server:
         feed = ccxt_feed(server.base_url, v.clock)
         try:
@@ -124,8 +124,8 @@ async def test_quotes_come_from_whatever_the_exchange_supports(shared_data, has,
         (Fault("drop", "/api/v3/klines", times=2), "unavailable"),
     ],
 )
-async def test_transient_faults_are_retried_counted_and_survived(shared_data, fault, kind):
-    v = venue(shared_data)
+async def test_transient_faults_are_retried_counted_and_survived(fault, kind):
+    v = venue()
     errors: list[str] = []
     async with running(v, errors, timeout_s=0.5) as (server, step):
         server.faults.add(fault)
@@ -139,8 +139,8 @@ async def test_transient_faults_are_retried_counted_and_survived(shared_data, fa
         assert took >= fault.retry_after_s  # the exchange's Retry-After was honoured
 
 
-async def test_an_exchange_that_stays_down_skips_the_tick_and_the_next_tick_recovers(shared_data):
-    v = venue(shared_data)
+async def test_an_exchange_that_stays_down_skips_the_tick_and_the_next_tick_recovers():
+    v = venue()
     errors: list[str] = []
     async with running(v, errors) as (server, step):
         server.faults.add(Fault("status", "*", status=503, times=-1))
@@ -154,8 +154,8 @@ async def test_an_exchange_that_stays_down_skips_the_tick_and_the_next_tick_reco
     assert set(up.ready) == set(SYMBOLS)
 
 
-async def test_a_long_retry_after_is_respected_without_sending_anything(shared_data):
-    v = venue(shared_data)
+async def test_a_long_retry_after_is_respected_without_sending_anything():
+    v = venue()
     async with EmulatorServer(v.market) as server:
         feed = ccxt_feed(server.base_url, v.clock)
         try:
@@ -171,8 +171,8 @@ async def test_a_long_retry_after_is_respected_without_sending_anything(shared_d
             await feed.close()
 
 
-async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data):
-    v = venue(shared_data)
+async def test_malformed_payloads_are_caught_by_hygiene_and_counted():
+    v = venue()
     errors: list[str] = []
     # One bar in a row after a hole is enough here: the test is about the rows.
     async with running(v, errors, symbols=["SOL/USDT"], min_contiguous_bars=1) as (server, step):
@@ -205,8 +205,8 @@ async def test_malformed_payloads_are_caught_by_hygiene_and_counted(shared_data)
     assert bars[-2].start == v.bars["SOL/USDT"][599].start  # the hole closed up
 
 
-async def test_a_bad_row_the_exchange_sends_once_is_asked_for_again(shared_data):
-    v = venue(shared_data)
+async def test_a_bad_row_the_exchange_sends_once_is_asked_for_again():
+    v = venue()
     async with running(v, symbols=["SOL/USDT"]) as (server, step):
         await step.run(v.clock.now())
         v.at_bar(602)
@@ -219,8 +219,8 @@ async def test_a_bad_row_the_exchange_sends_once_is_asked_for_again(shared_data)
     assert not step.skips.counts
 
 
-async def test_a_gap_is_refilled_from_the_exchange(shared_data):
-    v = venue(shared_data)
+async def test_a_gap_is_refilled_from_the_exchange():
+    v = venue()
     async with running(v, symbols=["SOL/USDT"]) as (server, step):
         await step.run(v.clock.now())
         v.at_bar(604)
@@ -245,8 +245,8 @@ async def test_a_gap_is_refilled_from_the_exchange(shared_data):
     ]  # fmt: skip
 
 
-async def test_a_bar_the_exchange_has_not_published_yet_makes_the_symbol_stale(shared_data):
-    v = venue(shared_data)
+async def test_a_bar_the_exchange_has_not_published_yet_makes_the_symbol_stale():
+    v = venue()
     async with running(v, symbols=["SOL/USDT"]) as (server, step):
         await step.run(v.clock.now())
         v.clock.advance_to(v.clock.now() + timedelta(hours=3))
@@ -261,10 +261,8 @@ def _kline(bar) -> list:
             ms + 3_599_999, "0", 1, "0", "0", "0"]  # fmt: skip
 
 
-async def test_the_market_list_is_refreshed_when_due_and_a_delisting_skips_only_that_symbol(
-    shared_data,
-):
-    v = venue(shared_data)
+async def test_the_market_list_is_refreshed_when_due_and_a_delisting_skips_only_that_symbol():
+    v = venue()
 
     def market_loads() -> int:
         return sum(r.startswith("/api/v3/exchangeInfo") for r in server.requests)

@@ -9,11 +9,13 @@ import select
 import signal
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import torch
 
 from tests.integration.conftest import TRADER, clean_env
+from tests.recorded import SOLUSDT_1H, lines
 from tests.unit.forecast.toto.builders import write_checkpoint
 
 pytestmark = pytest.mark.integration
@@ -175,17 +177,16 @@ def toto_weights(tmp_path_factory):
     return write_checkpoint(tmp_path_factory.mktemp("toto"))
 
 
-def test_forecast_prints_the_quantiles_of_the_last_window_and_its_timings(
-    cli, shared_data, toto_weights
-):
+def test_forecast_prints_the_quantiles_of_the_last_window_and_its_timings(cli, toto_weights):
     args = ["forecast", "--model", "toto", "--weights", str(toto_weights)]
-    args += ["--data", str(shared_data / "SOLUSDT_1h.csv"), "--context", "100", "--horizon", "10"]
+    args += ["--data", str(SOLUSDT_1H), "--context", "100", "--horizon", "10"]
     result = cli.run(*args, "--samples", "64", "--seed", "7", "--device", "cpu", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert (report["model"], report["symbol"], report["timeframe"]) == ("toto", "SOL/USDT", "1h")
-    # The last recorded bar starts 2026-01-30 09:00: the forecast is as of its close.
-    assert report["as_of"] == "2026-01-30T10:00:00+00:00"
+    # The forecast is as of the close of the last recorded (1h) bar.
+    last = datetime.fromisoformat(lines(SOLUSDT_1H)[-1].split(",")[0]).replace(tzinfo=UTC)
+    assert report["as_of"] == (last + timedelta(hours=1)).isoformat()
     assert (report["context_bars"], report["horizon"], report["samples"]) == (100, 10, 64)
     assert (report["device"], report["precision"], report["seed"]) == ("cpu", "float32", 7)
     assert report["load_seconds"] > 0
@@ -203,21 +204,17 @@ def test_forecast_prints_the_quantiles_of_the_last_window_and_its_timings(
     assert "q0.9" in text.stdout
 
 
-def test_forecast_without_weights_says_where_it_looked_and_how_to_get_them(
-    cli, shared_data, tmp_path
-):
+def test_forecast_without_weights_says_where_it_looked_and_how_to_get_them(cli, tmp_path):
     env = clean_env(HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
-    result = cli.run(
-        "forecast", "--model", "toto", "--data", str(shared_data / "SOLUSDT_1h.csv"), env=env
-    )
+    result = cli.run("forecast", "--model", "toto", "--data", str(SOLUSDT_1H), env=env)
     assert result.returncode == 69
     assert "no weights for Datadog/Toto-Open-Base-1.0" in result.stderr
     assert "huggingface-cli download" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_forecast_refuses_cuda_on_a_machine_without_it_and_bad_data(cli, shared_data, tmp_path):
-    data = str(shared_data / "SOLUSDT_1h.csv")
+def test_forecast_refuses_cuda_on_a_machine_without_it_and_bad_data(cli, tmp_path):
+    data = str(SOLUSDT_1H)
     if not torch.cuda.is_available():
         cuda = cli.run("forecast", "--model", "baseline", "--data", data, "--device", "cuda")
         assert cuda.returncode == 69

@@ -76,10 +76,8 @@ async def ledger_state(path: Path):  # type: ignore[no-untyped-def]
         await database.close()
 
 
-def test_a_simulated_month_ticks_on_schedule_reloads_on_sighup_and_stops_cleanly(
-    cli, tmp_path, shared_data
-):
-    data = recording(tmp_path, shared_data, CONTEXT + MONTH + 3000)  # SIGTERM comes first
+def test_a_simulated_month_ticks_on_schedule_reloads_on_sighup_and_stops_cleanly(cli, tmp_path):
+    data = recording(tmp_path, CONTEXT + MONTH + 3000)  # SIGTERM comes first
     config = tmp_path / "trader.toml"
     config.write_text('[strategy]\nname = "maxdiff"\nallow_short = true\n')
     env = daemon_env(tmp_path) | {"TRADER_CONFIG": str(config)}
@@ -149,8 +147,8 @@ def test_a_simulated_month_ticks_on_schedule_reloads_on_sighup_and_stops_cleanly
 
 
 @pytest.mark.parametrize("stance", ["keep", "cancel"])
-def test_open_orders_are_kept_or_cancelled_on_a_clean_stop(cli, tmp_path, shared_data, stance):
-    data = recording(tmp_path, shared_data, CONTEXT + 60)
+def test_open_orders_are_kept_or_cancelled_on_a_clean_stop(cli, tmp_path, stance):
+    data = recording(tmp_path, CONTEXT + 60)
     env = daemon_env(tmp_path, TRADER_BROKER__ON_SHUTDOWN=stance)
     result = cli.run("run", "--replay", str(data), "--max-ticks", "30", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -231,12 +229,12 @@ def test_without_the_models_weights_start_up_fails_saying_what_where_and_how(cli
     assert "Traceback" not in result.stderr
 
 
-def test_a_metrics_port_in_use_is_a_clear_error(cli, tmp_path, shared_data):
+def test_a_metrics_port_in_use_is_a_clear_error(cli, tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        data = recording(tmp_path, shared_data, CONTEXT + 10)
+        data = recording(tmp_path, CONTEXT + 10)
         env = daemon_env(tmp_path, TRADER_METRICS__PORT=str(port))
         result = cli.run("run", "--replay", str(data), env=env)
     assert result.returncode == 69

@@ -33,8 +33,8 @@ SECRET = "test-command-secret-0123456789"
 ORDER = {"forecast": 0, "decision": 1, "order": 2, "fill": 3, "pnl": 4}
 
 
-def start(cli, tmp_path, shared_data, broker: Mosquitto, instance: str, **extra: str):
-    data = recording(tmp_path, shared_data, BARS)
+def start(cli, tmp_path, broker: Mosquitto, instance: str, **extra: str):
+    data = recording(tmp_path, BARS)
     env = daemon_env(tmp_path, TRADER_INSTANCE=instance, **(broker.env() | extra))
     return cli.start("run", "--replay", str(data), "--speed", SPEED, env=env)
 
@@ -58,11 +58,9 @@ def broker(tmp_path):
     server.kill()
 
 
-def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(
-    cli, tmp_path, shared_data, broker
-):
+def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(cli, tmp_path, broker):
     with Subscriber(broker, "trader/mq1/#") as watcher:
-        with running(start(cli, tmp_path, shared_data, broker, "mq1")) as daemon:
+        with running(start(cli, tmp_path, broker, "mq1")) as daemon:
             watcher.wait_for(is_status("ready"), "status ready", timeout=60)
             wait_until(
                 lambda: len([m for m in watcher.snapshot() if m.topic.endswith("/fill")]) >= 2,
@@ -96,9 +94,9 @@ def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(
     assert gone.body["reason"] == "stopped"
 
 
-def test_the_last_will_marks_a_killed_daemon_offline(cli, tmp_path, shared_data, broker):
+def test_the_last_will_marks_a_killed_daemon_offline(cli, tmp_path, broker):
     with Subscriber(broker, "trader/mq2/status") as watcher:
-        with running(start(cli, tmp_path, shared_data, broker, "mq2")) as daemon:
+        with running(start(cli, tmp_path, broker, "mq2")) as daemon:
             watcher.wait_for(is_status("ready"), "status ready", timeout=60)
             daemon.process.send_signal(signal.SIGKILL)
             daemon.process.wait(timeout=10)
@@ -109,10 +107,10 @@ def test_the_last_will_marks_a_killed_daemon_offline(cli, tmp_path, shared_data,
 
 
 def test_a_broker_outage_never_stops_trading_drops_are_counted_and_the_link_comes_back(
-    cli, tmp_path, shared_data, broker
+    cli, tmp_path, broker
 ):
     ledger = tmp_path / "ledger.sqlite3"
-    daemon = start(cli, tmp_path, shared_data, broker, "mq3", TRADER_MQTT__QUEUE_SIZE="5",
+    daemon = start(cli, tmp_path, broker, "mq3", TRADER_MQTT__QUEUE_SIZE="5",
                    TRADER_MQTT__RECONNECT_MAX_DELAY_S="1")  # fmt: skip
     with Subscriber(broker, "trader/mq3/#") as watcher, running(daemon):
         port = metrics_port(daemon)
@@ -143,11 +141,11 @@ def test_a_broker_outage_never_stops_trading_drops_are_counted_and_the_link_come
 
 
 def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
-    cli, tmp_path, shared_data, broker
+    cli, tmp_path, broker
 ):
     ledger = tmp_path / "ledger.sqlite3"
     daemon = start(
-        cli, tmp_path, shared_data, broker, "mq4", TRADER_MQTT__COMMANDS_ENABLED="true",
+        cli, tmp_path, broker, "mq4", TRADER_MQTT__COMMANDS_ENABLED="true",
         TRADER_MQTT__COMMAND_SECRET=SECRET,
     )  # fmt: skip
     cmd = "trader/mq4/cmd"
@@ -193,15 +191,13 @@ def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
     assert SECRET not in json.dumps(daemon.lines)
 
 
-def test_tls_and_credentials_are_used_and_a_wrong_password_never_stops_trading(
-    cli, tmp_path, shared_data
-):
+def test_tls_and_credentials_are_used_and_a_wrong_password_never_stops_trading(cli, tmp_path):
     user = Credentials("trader", "broker-password-4242")
     server = Mosquitto(tmp_path / "tls-broker", credentials=user, tls=make_tls(tmp_path / "pki"))
     server.start()
     try:
         wrong_password = "not-the-password"
-        with running(start(cli, tmp_path / "wrong", shared_data, server, "mq5",
+        with running(start(cli, tmp_path / "wrong", server, "mq5",
                            TRADER_MQTT__PASSWORD=wrong_password)) as wrong:  # fmt: skip
             port = metrics_port(wrong)
             wait_until(lambda: len(ticks(tmp_path / "wrong" / "ledger.sqlite3")) > 5, "ticks")
@@ -212,7 +208,7 @@ def test_tls_and_credentials_are_used_and_a_wrong_password_never_stops_trading(
 
         with (
             Subscriber(server, "trader/mq6/status") as watcher,
-            running(start(cli, tmp_path / "right", shared_data, server, "mq6")) as right,
+            running(start(cli, tmp_path / "right", server, "mq6")) as right,
         ):
             port = metrics_port(right)
             watcher.wait_for(is_status("ready"), "status ready over TLS", timeout=60)

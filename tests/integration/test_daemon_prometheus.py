@@ -60,8 +60,8 @@ def query(url: str, expr: str) -> list[dict]:
     return json.loads(body)["data"]["result"]
 
 
-def test_prometheus_scrapes_every_promised_metric_from_a_replay(cli, tmp_path, shared_data):
-    data = recording(tmp_path, shared_data, 48 + 2000)
+def test_prometheus_scrapes_every_promised_metric_from_a_replay(cli, tmp_path):
+    data = recording(tmp_path, 48 + 2000)
     daemon = cli.start("run", "--replay", str(data), "--speed", "36000", env=daemon_env(tmp_path))
     with running(daemon):
         port = metrics_port(daemon)

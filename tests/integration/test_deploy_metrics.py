@@ -23,7 +23,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import SHARED_DATA, missing_binary
+from tests.conftest import missing_binary
 from tests.deploy_queries import (
     DEPLOY,
     PROMETHEUS_SERIES,
@@ -38,14 +38,15 @@ from tests.deploy_queries import (
 )
 from tests.integration.conftest import TRADER, clean_env
 from tests.integration.loopback import free_port, http_get
+from tests.recorded import SOLUSDT_1H
 
 pytestmark = pytest.mark.integration
 
-RECORDING = SHARED_DATA / "SOLUSDT_1h.csv"
+RECORDING = SOLUSDT_1H  # the daemon replays the compressed excerpt as it is
 SYMBOL = "SOL/USDT"
-# Simulated seconds per second: twenty 1h bars a second, so ticks happen within the test but
-# the recording (about 48,000 bars) outlasts it.
-SPEED = "72000"
+# Simulated seconds per second: ten 1h bars a second, so ticks happen within the test but the
+# recording (4,000 bars, ticks from bar 512 on: about six minutes) outlasts it.
+SPEED = "36000"
 START_TIMEOUT_S = 90.0
 # Label values a replay run cannot show, because they depend on settings: the rules match them
 # (a live-mode alert), so only the label's presence can be checked here.
@@ -98,8 +99,6 @@ def last_tick(metrics: str) -> float:
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningDaemon]:
-    if not RECORDING.is_file():
-        pytest.skip(f"no recorded market data in {SHARED_DATA} (set TRADER_SHARED_DATA)")
     workdir = tmp_path_factory.mktemp("daemon")
     port = free_port()
     env = clean_env(

@@ -38,8 +38,8 @@ def eight_decimals(value: float) -> float:
     return float(f"{decimal_from_float(value):.8f}")
 
 
-async def test_download_writes_the_history_and_resumes_where_it_stopped(tmp_path, shared_data):
-    v = venue(shared_data, count=1200, start_index=1100)
+async def test_download_writes_the_history_and_resumes_where_it_stopped(tmp_path):
+    v = venue(count=1200, start_index=1100)
     expected = [b for b in v.bars["SOL/USDT"] if b.end <= datetime.fromisoformat(UNTIL + "+00:00")]
     # 50 bars a page: 20 pages, a checkpoint every 10; the exchange fails from the 13th on.
     async with EmulatorServer(v.market, klines_cap=50) as server:
@@ -63,8 +63,8 @@ async def test_download_writes_the_history_and_resumes_where_it_stopped(tmp_path
     assert not (path.parent / "SOLUSDT_1h.parquet.partial").exists()
 
 
-async def test_an_unknown_symbol_is_named(tmp_path, shared_data):
-    v = venue(shared_data)
+async def test_an_unknown_symbol_is_named(tmp_path):
+    v = venue()
     async with EmulatorServer(v.market) as server:
         code, _out, err = await trader_download(tmp_path, server.base_url, "--symbols", "SOLUSDT")
     assert code == 64

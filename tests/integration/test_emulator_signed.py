@@ -37,8 +37,8 @@ async def call(session, server, method, path, params, *, key=KEY, secret=SECRET,
 
 
 @pytest.fixture
-async def server(shared_data):
-    v = venue(shared_data)
+async def server():
+    v = venue()
     trading = Venue(v.market)
     trading.open_account(KEY, {"USDT": Decimal(1000)})
     async with (

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.recorded import SOLUSDT_1H
 from trader.clock import SimulatedClock
 from trader.config.schema import LogSettings, Settings
 from trader.domain import Forecast, from_epoch_ms
@@ -44,8 +45,8 @@ class Flaky:
         return self.inner.forecast(requests)
 
 
-def recordings(shared: Path) -> dict[str, Recording]:
-    sol = read_recording(shared / "SOLUSDT_1h.csv")
+def recordings() -> dict[str, Recording]:
+    sol = read_recording(SOLUSDT_1H)
     rows = sol.rows[:400]
     btc = [(t, o * 10, h * 10, lo * 10, c * 10, v, q) for t, o, h, lo, c, v, q in rows]
     return {
@@ -54,15 +55,13 @@ def recordings(shared: Path) -> dict[str, Recording]:
     }
 
 
-async def engine(
-    tmp_path: Path, shared: Path, forecaster=None, **strategy
-) -> tuple[Engine, Database, list]:
+async def engine(tmp_path: Path, forecaster=None, **strategy) -> tuple[Engine, Database, list]:
     settings = Settings(
         market={"symbols": list(SYMBOLS), "context_bars": 32, "replay_amount_step": "0.001"},
         strategy={"name": "maxdiff", "allow_short": True, "position_fraction": 0.1} | strategy,
         ledger={"path": tmp_path / "ledger.sqlite3"},
     )
-    recs = recordings(shared)
+    recs = recordings()
     times = tick_times(recs, 32)
     clock = SimulatedClock(times[0])
     feed = ReplayMarketData(recs, clock, FixedSpread(5))
@@ -80,8 +79,8 @@ async def run(built: Engine, times: list, n: int):
     return reports
 
 
-async def test_a_failing_forecaster_costs_its_ticks_only(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data, Flaky(fail_on={3, 4}))
+async def test_a_failing_forecaster_costs_its_ticks_only(tmp_path):
+    built, database, times = await engine(tmp_path, Flaky(fail_on={3, 4}))
     reports = await run(built, times, 8)
     built.close()
     await database.close()
@@ -91,8 +90,8 @@ async def test_a_failing_forecaster_costs_its_ticks_only(tmp_path, shared_data):
     assert all(len(r.decisions) == 2 for r in reports[4:])
 
 
-async def test_a_strategy_that_raises_skips_only_its_symbol(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_a_strategy_that_raises_skips_only_its_symbol(tmp_path):
+    built, database, times = await engine(tmp_path)
 
     class Broken:
         name = "broken"
@@ -109,8 +108,8 @@ async def test_a_strategy_that_raises_skips_only_its_symbol(tmp_path, shared_dat
     assert report.outcome == "ok"
 
 
-async def test_a_broker_failing_mid_tick_books_nothing_of_that_tick(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_a_broker_failing_mid_tick_books_nothing_of_that_tick(tmp_path):
+    built, database, times = await engine(tmp_path)
     await run(built, times, 5)
     before = await TradingLedger(database).load()
     real_submit = built.broker.submit
@@ -139,10 +138,8 @@ async def test_a_broker_failing_mid_tick_books_nothing_of_that_tick(tmp_path, sh
     assert all(r.outcome == "ok" for r in later)
 
 
-async def test_a_ledger_that_cannot_write_halts_trading_and_the_engine_keeps_ticking(
-    tmp_path, shared_data
-):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_a_ledger_that_cannot_write_halts_trading_and_the_engine_keeps_ticking(tmp_path):
+    built, database, times = await engine(tmp_path)
     await run(built, times, 3)
     # Something outside the daemon breaks the file's schema: commits now fail.
     await database.run(lambda c: c.execute("DROP TABLE equity"))
@@ -155,10 +152,10 @@ async def test_a_ledger_that_cannot_write_halts_trading_and_the_engine_keeps_tic
     assert reports[1].refusals == [] or all(v.rule == "halted" for _s, v in reports[1].refusals)
 
 
-async def test_every_decision_is_one_log_line_with_its_reason_and_the_tick(tmp_path, shared_data):
+async def test_every_decision_is_one_log_line_with_its_reason_and_the_tick(tmp_path):
     stream = io.StringIO()
     configure_logging(LogSettings(level="INFO", format="json"), stream=stream)
-    built, database, times = await engine(tmp_path, shared_data)
+    built, database, times = await engine(tmp_path)
     reports = await run(built, times, 3)
     built.close()
     await database.close()
@@ -178,8 +175,8 @@ async def test_every_decision_is_one_log_line_with_its_reason_and_the_tick(tmp_p
     }
 
 
-async def test_the_record_holds_every_tick_decision_and_forecast(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_the_record_holds_every_tick_decision_and_forecast(tmp_path):
+    built, database, times = await engine(tmp_path)
     reports = await run(built, times, 4)
     built.close()
     await database.close()

@@ -19,14 +19,14 @@ from trader.runner import build_engine, tick_times
 pytestmark = pytest.mark.integration
 
 
-async def test_a_fill_found_while_cancelling_drops_the_symbols_new_orders(tmp_path, shared_data):
+async def test_a_fill_found_while_cancelling_drops_the_symbols_new_orders(tmp_path):
     settings = Settings(
         market={"symbols": list(SYMBOLS), "context_bars": 32, "replay_amount_step": "0.001"},
         forecast={"horizon": 4},  # maxdiff's orders rest four bars: the next tick cancels them
         strategy={"name": "maxdiff", "allow_short": True, "position_fraction": 0.1},
         ledger={"path": tmp_path / "ledger.sqlite3"},
     )
-    recs = recordings(shared_data)
+    recs = recordings()
     times = tick_times(recs, 32)
     clock = SimulatedClock(times[0])
     database = await Database.open(settings.ledger.path)

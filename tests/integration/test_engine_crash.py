@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import TRADER, clean_env
+from tests.recorded import SOLUSDT_1H, excerpt, lines
 from trader.ledger import Database
 from trader.ledger.trading import TradingLedger
 
@@ -27,12 +28,10 @@ KILLS = 50
 BARS = 4000
 
 
-def recordings(tmp: Path, shared: Path) -> list[Path]:
+def recordings(tmp: Path) -> list[Path]:
     """The first BARS hours of SOL/USDT, and a copy at ten times the price as BTC/USDT."""
-    lines = (shared / "SOLUSDT_1h.csv").read_text().splitlines()[: BARS + 1]
-    sol, btc = tmp / "SOLUSDT_1h.csv", tmp / "BTCUSDT_1h.csv"
-    sol.write_text("\n".join(lines) + "\n")
-    header, *rows = lines
+    sol, btc = excerpt(tmp / "SOLUSDT_1h.csv", BARS), tmp / "BTCUSDT_1h.csv"
+    header, *rows = lines(SOLUSDT_1H, BARS)
     scaled = []
     for row in rows:
         t, o, h, lo, c, v, a = row.split(",")
@@ -138,10 +137,8 @@ def final_state(ledger: Path) -> dict[str, list[tuple]]:
         return {name: c.execute(query).fetchall() for name, query in queries.items()}
 
 
-def test_sigkill_at_random_points_never_corrupts_and_the_run_ends_as_if_uninterrupted(
-    tmp_path, shared_data
-):
-    files = recordings(tmp_path, shared_data)
+def test_sigkill_at_random_points_never_corrupts_and_the_run_ends_as_if_uninterrupted(tmp_path):
+    files = recordings(tmp_path)
     reference = tmp_path / "reference.sqlite3"
     run_to_the_end(files, reference, tmp_path)
     expected = final_state(reference)

@@ -23,6 +23,7 @@ from tests.integration.kronos_reference import (
     reference_predictor,
     write_random,
 )
+from tests.recorded import XSHG_600977_5MIN
 from trader.forecast.kronos import inputs
 from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.predictor import KronosForecaster
@@ -31,7 +32,6 @@ from trader.forecast.protocol import ForecastRequest
 
 pytestmark = pytest.mark.integration
 
-DATA = "XSHG_600977_5min.csv"
 # Same tokens give the same bars up to float32 rounding of a different (cached) computation
 # order; one different token moves a bar by far more.
 RTOL = 1e-5
@@ -65,8 +65,8 @@ def pair(request, tmp_path_factory):
 
 
 @pytest.fixture
-def frame(shared_data) -> pd.DataFrame:
-    return read_bars(shared_data / DATA)
+def frame() -> pd.DataFrame:
+    return read_bars(XSHG_600977_5MIN)
 
 
 def our_bars(pair: Pair, frame: pd.DataFrame, horizon: int, **kw: Any) -> np.ndarray:

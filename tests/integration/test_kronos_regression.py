@@ -1,5 +1,5 @@
 """Our Kronos-small, on the published weights, against the outputs the published model produced
-for the first 256 / 512 bars of XSHG_600977_5min.csv (../shared/data/README.md): greedy, 8 bars,
+for the first 256 / 512 bars of XSHG_600977_5min.csv (tests/data/README.md): greedy, 8 bars,
 max_context 512, relative tolerance 1e-5.
 
 The weights are read from TRADER_KRONOS_SMALL_DIR and TRADER_KRONOS_TOKENIZER_DIR (directories
@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.integration.kronos_reference import COLUMNS, bars, read_bars
+from tests.recorded import KRONOS_REGRESSION, XSHG_600977_5MIN
 from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.predictor import KronosForecaster
 from trader.forecast.kronos.sampling import Sampling
@@ -81,12 +82,11 @@ def forecaster() -> KronosForecaster:
 
 
 @pytest.mark.parametrize("context", [256, 512])
-def test_greedy_forecasts_match_the_published_model(forecaster, shared_data, context):
+def test_greedy_forecasts_match_the_published_model(forecaster, context):
     expected = pd.read_csv(
-        shared_data / "kronos_regression" / f"regression_output_{context}.csv",
-        parse_dates=["timestamps"],
+        KRONOS_REGRESSION / f"regression_output_{context}.csv", parse_dates=["timestamps"]
     )
-    window = bars(read_bars(shared_data / "XSHG_600977_5min.csv").iloc[:context])
+    window = bars(read_bars(XSHG_600977_5MIN).iloc[:context])
     [forecast] = forecaster.forecast([ForecastRequest("600977/CNY", window, 8, [0.5])])
     [paths] = forecaster.paths([ForecastRequest("600977/CNY", window, 8, [0.5])])
     # The outputs were stamped with the bars that followed, every 5 minutes: as ours are.

@@ -64,8 +64,8 @@ async def settle(setup: Live, seconds: float = 1.6) -> list:
     ],
     ids=["timeout", "drop", "502", "500", "duplicate", "malformed"],
 )
-async def test_an_answer_lost_after_the_venue_took_the_order_is_found_by_its_id(shared_data, fault):
-    async with live(shared_data) as setup:
+async def test_an_answer_lost_after_the_venue_took_the_order_is_found_by_its_id(fault):
+    async with live() as setup:
         setup.server.faults.add(fault)
         o = order(setup)
         done = await send(setup, o)
@@ -84,10 +84,8 @@ async def test_an_answer_lost_after_the_venue_took_the_order_is_found_by_its_id(
     ],
     ids=["drop", "503", "held-past-recvwindow"],
 )
-async def test_an_order_that_never_arrived_is_known_so_only_after_its_recv_window(
-    shared_data, fault
-):
-    async with live(shared_data) as setup:
+async def test_an_order_that_never_arrived_is_known_so_only_after_its_recv_window(fault):
+    async with live() as setup:
         setup.server.faults.add(fault)
         o = order(setup)
         first = await send(setup, o)
@@ -100,8 +98,8 @@ async def test_an_order_that_never_arrived_is_known_so_only_after_its_recv_windo
         assert setup.broker.open_orders() == []
 
 
-async def test_an_order_held_up_inside_its_recv_window_arrives_late_and_is_found(shared_data):
-    async with live(shared_data) as setup:
+async def test_an_order_held_up_inside_its_recv_window_arrives_late_and_is_found():
+    async with live() as setup:
         setup.server.faults.add(Fault("delay", "/api/v3/order", method="POST", delay_s=0.8))
         o = order(setup, limit="1.00", amount="10")  # rests far below the market
         first = await send(setup, o)
@@ -114,10 +112,8 @@ async def test_an_order_held_up_inside_its_recv_window_arrives_late_and_is_found
 
 
 @pytest.mark.parametrize("status", [429, 418])
-async def test_a_rate_limit_refusal_is_retried_after_the_back_off_and_sends_once(
-    shared_data, status
-):
-    async with live(shared_data) as setup:
+async def test_a_rate_limit_refusal_is_retried_after_the_back_off_and_sends_once(status):
+    async with live() as setup:
         setup.server.faults.add(
             Fault("status", "/api/v3/order", method="POST", status=status, retry_after_s=0,
                   body='{"code": -1003, "msg": "Too much request weight used."}')
@@ -128,8 +124,8 @@ async def test_a_rate_limit_refusal_is_retried_after_the_back_off_and_sends_once
         assert setup.orders_with(o.client_order_id) == 1
 
 
-async def test_rejections_say_why_and_nothing_is_retried(shared_data):
-    async with live(shared_data, cash=Decimal(20)) as setup:
+async def test_rejections_say_why_and_nothing_is_retried():
+    async with live(cash=Decimal(20)) as setup:
         poor = await send(setup, order(setup, amount="50"))  # ~175 USDT of SOL with 20
         assert poor.order.status is OrderStatus.REJECTED
         assert (poor.reason or "").startswith("insufficient_funds")
@@ -144,8 +140,8 @@ async def test_rejections_say_why_and_nothing_is_retried(shared_data):
 
 
 @pytest.mark.parametrize("body", [None, "<html>503 Service Unavailable</html>"])
-async def test_a_venue_that_is_down_pauses_new_orders(shared_data, body):
-    async with live(shared_data) as setup:
+async def test_a_venue_that_is_down_pauses_new_orders(body):
+    async with live() as setup:
         setup.server.faults.add(
             Fault("status", "/api/v3/order", method="POST", status=503, body=body)
         )
@@ -156,8 +152,8 @@ async def test_a_venue_that_is_down_pauses_new_orders(shared_data, body):
         assert "wait" in (paused.reason or "")
 
 
-async def test_keys_the_venue_refuses_halt_with_a_message_that_holds_no_secret(shared_data):
-    async with live(shared_data) as setup:
+async def test_keys_the_venue_refuses_halt_with_a_message_that_holds_no_secret():
+    async with live() as setup:
         wrong = ExchangeSettings(api_key=KEY, api_secret=WRONG, timeout_s=0.5)
         feed, broker = make_broker(wrong, setup.server.base_url, setup.prices.market)
         broker.instruments = setup.instruments
@@ -204,8 +200,8 @@ def ledger_of(setup: Live, orders: list[Order], fills) -> LedgerBook:
     )
 
 
-async def test_reconciliation_books_the_fills_of_a_restart_and_finds_balances_equal(shared_data):
-    async with live(shared_data) as setup:
+async def test_reconciliation_books_the_fills_of_a_restart_and_finds_balances_equal():
+    async with live() as setup:
         # Sent, then the process died before booking anything: the ledger holds it PENDING.
         market = order(setup, amount="3")
         await send(setup, market)
@@ -227,8 +223,8 @@ async def test_reconciliation_books_the_fills_of_a_restart_and_finds_balances_eq
     assert "ok" in report.summary
 
 
-async def test_orders_and_trades_the_ledger_does_not_know_are_reported(shared_data):
-    async with live(shared_data, unknown_orders="cancel") as setup:
+async def test_orders_and_trades_the_ledger_does_not_know_are_reported():
+    async with live(unknown_orders="cancel") as setup:
         exchange = setup.feed.exchange
         # Someone else, on the same account: a resting order, and a trade.
         await exchange.create_order(
@@ -251,8 +247,8 @@ async def test_orders_and_trades_the_ledger_does_not_know_are_reported(shared_da
     assert "unknown order" in report.text
 
 
-async def test_a_dry_run_cancels_nothing(shared_data):
-    async with live(shared_data, unknown_orders="cancel") as setup:
+async def test_a_dry_run_cancels_nothing():
+    async with live(unknown_orders="cancel") as setup:
         await setup.feed.exchange.create_order(
             "SOL/USDT", "limit", "buy", 5, 1.0, {"newClientOrderId": "manual1"}
         )
@@ -265,8 +261,8 @@ async def test_a_dry_run_cancels_nothing(shared_data):
     assert len(left) == 1
 
 
-async def test_a_reconciliation_before_anything_loaded_the_markets_loads_them(shared_data):
-    async with live(shared_data) as setup:
+async def test_a_reconciliation_before_anything_loaded_the_markets_loads_them():
+    async with live() as setup:
         feed, fresh = make_broker(
             ExchangeSettings(api_key=KEY, api_secret=SECRET, timeout_s=0.5),
             setup.server.base_url, setup.prices.market,
@@ -280,10 +276,8 @@ async def test_a_reconciliation_before_anything_loaded_the_markets_loads_them(sh
     assert report.ok, report.text
 
 
-async def test_an_order_recorded_before_a_restart_is_looked_up_before_it_is_written_off(
-    shared_data,
-):
-    async with live(shared_data) as setup:
+async def test_an_order_recorded_before_a_restart_is_looked_up_before_it_is_written_off():
+    async with live() as setup:
         sent, unsent = order(setup), order(setup)
         await send(setup, sent)  # it left, then the process died: the ledger says PENDING
         restarted = restart(setup)
@@ -299,10 +293,8 @@ async def test_an_order_recorded_before_a_restart_is_looked_up_before_it_is_writ
     assert written_off.reason == "never sent"
 
 
-async def test_an_amend_whose_order_filled_while_being_cancelled_sends_no_replacement(
-    shared_data,
-):
-    async with live(shared_data, liquidity_share=Decimal("0.0001")) as setup:
+async def test_an_amend_whose_order_filled_while_being_cancelled_sends_no_replacement():
+    async with live(liquidity_share=Decimal("0.0001")) as setup:
         bid = setup.prices.quote().bid
         old = (await send(setup, order(setup, amount="10", limit=str(bid - Decimal("0.02"))))).order
         setup.prices.advance(2)  # part of it fills at the venue; the broker has not looked yet

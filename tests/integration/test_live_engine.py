@@ -39,8 +39,8 @@ def settings(tmp_path, base_url: str) -> Settings:
     )  # fmt: skip
 
 
-async def started(tmp_path, shared_data):
-    market = venue(shared_data, start_index=700)
+async def started(tmp_path):
+    market = venue(start_index=700)
     trading = TradingVenue(market.market)
     trading.open_account(KEY, {"USDT": Decimal(10_000), "SOL": Decimal(0)})
     server = EmulatorServer(market.market, venue=trading, secrets={KEY: SECRET})
@@ -56,8 +56,8 @@ async def started(tmp_path, shared_data):
     return market, trading, server, feed, database, engine
 
 
-async def test_live_trading_books_the_venues_fills_within_its_capital(tmp_path, shared_data):
-    market, trading, server, feed, database, engine = await started(tmp_path, shared_data)
+async def test_live_trading_books_the_venues_fills_within_its_capital(tmp_path):
+    market, trading, server, feed, database, engine = await started(tmp_path)
     try:
         assert isinstance(engine.broker, LiveBroker)
         assert engine.portfolio.cash == Decimal(5000)  # half the account, as configured
@@ -89,8 +89,8 @@ async def test_live_trading_books_the_venues_fills_within_its_capital(tmp_path, 
     assert {f"SOLUSDT-{t.trade_id}" for t in account.trades} == {f.fill_id for f in fills}
 
 
-async def test_what_reconciliation_cannot_explain_halts_trading(tmp_path, shared_data):
-    market, _, server, feed, database, engine = await started(tmp_path, shared_data)
+async def test_what_reconciliation_cannot_explain_halts_trading(tmp_path):
+    market, _, server, feed, database, engine = await started(tmp_path)
     try:
         assert (await engine.reconcile(market.clock.now())).ok
         # Someone else buys on the same account.
@@ -112,8 +112,8 @@ async def test_what_reconciliation_cannot_explain_halts_trading(tmp_path, shared
         assert c.execute("SELECT ok FROM reconciliations ORDER BY id").fetchall() == [(1,), (0,)]
 
 
-async def test_keys_refused_in_a_tick_halt_trading_and_the_tick_books_it(tmp_path, shared_data):
-    market, _, server, feed, database, engine = await started(tmp_path, shared_data)
+async def test_keys_refused_in_a_tick_halt_trading_and_the_tick_books_it(tmp_path):
+    market, _, server, feed, database, engine = await started(tmp_path)
     try:
         assert (await engine.reconcile(market.clock.now())).ok
         server.api.signed.secrets[KEY] = "rotated"  # the key was revoked at the venue

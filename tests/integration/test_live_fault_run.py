@@ -178,13 +178,13 @@ class Run:
 KINDS = ["buy", "sell", "limit", "limit", "cancel", "amend", "poll"]
 
 
-async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path, shared_data):
+async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path):
     rng = random.Random(20261123)  # noqa: S311 - a reproducible run, not a secret
     database = await Database.open(tmp_path / "ledger.sqlite3")
     ledger = TradingLedger(database)
     try:
         async with live(
-            shared_data, cash=CASH, liquidity_share=Decimal("0.00005"), timeout_s=0.3,
+            cash=CASH, liquidity_share=Decimal("0.00005"), timeout_s=0.3,
             start_index=700, pause_s=0.05,
         ) as setup:  # fmt: skip
             state = await ledger.open("USDT", CASH)

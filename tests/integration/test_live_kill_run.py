@@ -27,6 +27,7 @@ import pytest
 
 from tests.integration.conftest import TRADER, clean_env
 from tests.integration.test_engine_crash import ticks_booked, wait_for_ticks
+from tests.recorded import SOLUSDT_1H
 from trader.ledger import Database
 from trader.ledger.trading import TradingLedger
 
@@ -35,9 +36,9 @@ KILLS = 30
 KEY, SECRET = "kill-run-key", "kill-run-secret-0123456789abcdef"
 
 
-def start_sandbox(tmp: Path, shared: Path) -> tuple[subprocess.Popen[bytes], dict]:
+def start_sandbox(tmp: Path) -> tuple[subprocess.Popen[bytes], dict]:
     ready = tmp / "sandbox.json"
-    data = shared / "SOLUSDT_1h.csv"
+    data = SOLUSDT_1H
     process = subprocess.Popen(
         [TRADER, "sandbox", "--data", str(data), str(data), "--symbol", "SOL/USDT",
          "--symbol", "BTC/USDT", "--port", "0", "--warmup", "200", "--api-key", KEY,
@@ -103,9 +104,9 @@ async def ledger_state(ledger: Path):
 
 
 @pytest.mark.timeout(900)  # 30 daemon start-ups: slow on a busy machine
-def test_sigkill_in_live_mode_and_reconciliation_books_what_happened(tmp_path, shared_data):
+def test_sigkill_in_live_mode_and_reconciliation_books_what_happened(tmp_path):
     rng = random.Random(20261124)  # noqa: S311 - a reproducible kill schedule
-    sandbox, ready = start_sandbox(tmp_path, shared_data)
+    sandbox, ready = start_sandbox(tmp_path)
     env = daemon_env(tmp_path, ready)
     ledger = tmp_path / "ledger.sqlite3"
     command = [TRADER, "run", "--log-level", "WARNING", "--log-format", "json"]

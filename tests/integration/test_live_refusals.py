@@ -41,8 +41,8 @@ def test_keys_in_a_config_file_are_refused(cli, tmp_path):
     assert "secret-in-a-file" not in result.stderr + result.stdout
 
 
-def test_a_second_instance_on_a_symbol_or_a_ledger_refuses_to_start(cli, tmp_path, shared_data):
-    sandbox, ready = start_sandbox(tmp_path, shared_data)
+def test_a_second_instance_on_a_symbol_or_a_ledger_refuses_to_start(cli, tmp_path):
+    sandbox, ready = start_sandbox(tmp_path)
     env = daemon_env(tmp_path, ready) | {"TRADER_INSTANCE": "first"}
     try:
         first = cli.start("run", env=env)

@@ -40,8 +40,8 @@ async def test_a_ledger_from_a_newer_trader_is_refused(tmp_path):
         await Database.open(path)
 
 
-async def test_bars_round_trip_exactly_and_only_the_newest_are_kept(tmp_path, shared_data):
-    bars = recorded_bars(shared_data, 300)
+async def test_bars_round_trip_exactly_and_only_the_newest_are_kept(tmp_path):
+    bars = recorded_bars(300)
     database = await Database.open(tmp_path / "ledger.sqlite3")
     store = BarStore(database, keep=100)
     await store.save(bars[:150])
@@ -53,8 +53,8 @@ async def test_bars_round_trip_exactly_and_only_the_newest_are_kept(tmp_path, sh
     assert loaded == bars[200:300]  # every float exactly as it was
 
 
-async def test_a_corrupted_stored_row_ends_the_window_there(tmp_path, shared_data):
-    bars = recorded_bars(shared_data, 50)
+async def test_a_corrupted_stored_row_ends_the_window_there(tmp_path):
+    bars = recorded_bars(50)
     database = await Database.open(tmp_path / "ledger.sqlite3")
     store = BarStore(database, keep=100)
     await store.save(bars)
@@ -76,10 +76,8 @@ def klines_since(requests: list[str]) -> list[int]:
     return starts
 
 
-async def test_after_a_restart_the_window_comes_from_the_ledger_not_the_exchange(
-    tmp_path, shared_data
-):
-    v = venue(shared_data)
+async def test_after_a_restart_the_window_comes_from_the_ledger_not_the_exchange(tmp_path):
+    v = venue()
     settings = MarketSettings(symbols=["SOL/USDT"], context_bars=128)
     path = tmp_path / "ledger.sqlite3"
     before: tuple = ()
@@ -108,8 +106,8 @@ async def test_after_a_restart_the_window_comes_from_the_ledger_not_the_exchange
     assert [b.start for b in before] == [b.start for b in v.bars["SOL/USDT"][605 - 128 : 605]]
 
 
-async def test_a_window_too_old_to_continue_is_fetched_afresh(tmp_path, shared_data):
-    v = venue(shared_data)
+async def test_a_window_too_old_to_continue_is_fetched_afresh(tmp_path):
+    v = venue()
     settings = MarketSettings(symbols=["SOL/USDT"], context_bars=64)
     database = await Database.open(tmp_path / "ledger.sqlite3")
     store = BarStore(database, keep=128)

@@ -49,8 +49,8 @@ async def test_a_paper_ledger_reconciles_ok_and_a_missing_one_is_named(tmp_path)
     assert ": ok;" in out
 
 
-async def test_a_live_mismatch_exits_1_and_leaves_trading_halted(tmp_path, shared_data):
-    market = venue(shared_data)
+async def test_a_live_mismatch_exits_1_and_leaves_trading_halted(tmp_path):
+    market = venue()
     trading = TradingVenue(market.market)
     trading.open_account(KEY, {"USDT": Decimal(10_000), "SOL": Decimal(0), "BTC": Decimal(0)})
     ledger = tmp_path / "live.sqlite3"

@@ -14,8 +14,8 @@ from trader.risk import TradingState
 pytestmark = pytest.mark.integration
 
 
-async def test_a_paper_reconciliation_is_ok_and_recorded(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_a_paper_reconciliation_is_ok_and_recorded(tmp_path):
+    built, database, times = await engine(tmp_path)
     await run(built, times, 6)
     at = times[5][0]
     report = await built.reconcile(at)
@@ -32,8 +32,8 @@ async def test_a_paper_reconciliation_is_ok_and_recorded(tmp_path, shared_data):
     assert rows == [("paper", 1, report.summary, report.text)]
 
 
-async def test_a_broker_that_disagrees_with_the_ledger_halts_trading(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_a_broker_that_disagrees_with_the_ledger_halts_trading(tmp_path):
+    built, database, times = await engine(tmp_path)
     reports = await run(built, times, 6)
     assert built.broker.open_orders(), "maxdiff leaves orders resting: something to lose"
     # The broker's memory loses an order the ledger holds (what a bug would do).
@@ -58,8 +58,8 @@ async def test_a_broker_that_disagrees_with_the_ledger_halts_trading(tmp_path, s
     assert ok == [(0,)]
 
 
-async def test_an_engine_whose_memory_drifted_from_the_ledger_halts(tmp_path, shared_data):
-    built, database, times = await engine(tmp_path, shared_data)
+async def test_an_engine_whose_memory_drifted_from_the_ledger_halts(tmp_path):
+    built, database, times = await engine(tmp_path)
     await run(built, times, 3)
     built.portfolio = replace(built.portfolio, cash=built.portfolio.cash + 1)
     report = await built.reconcile(times[2][0])

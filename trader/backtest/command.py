@@ -1,73 +1,38 @@
 """`trader backtest --data FILE...`: the engine over history for every strategy, the comparison
-in the terminal and, with --out, the report folder."""
+in the terminal and, with --out, the report folder (`trader.cli.backtest` reads the arguments)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trader.market.file_options import add_reading_options, reading_options
+from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
 
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
+    from trader.market.files import ReadOptions
     from trader.market.replay import Recording
 
-EX_FAILED, EX_USAGE, EX_DATAERR, EX_CONFIG = 1, 2, 65, 78
-STRATEGIES = ("simple", "ci_guard", "maxdiff")
 
+@dataclass(frozen=True)
+class BacktestRequest:
+    """What the person asked for: files (and their symbols), period, model, strategies."""
 
-def period_bound(text: str, *, end: bool) -> datetime:
-    """A UTC date or time; a bare date as an end means the whole of that day."""
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date like 2024-01-31") from None
-    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    if end and len(text) <= len("2024-01-31"):
-        return parsed + timedelta(days=1) - timedelta(milliseconds=1)
-    return parsed
-
-
-def add_parser(
-    verbs: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> argparse.ArgumentParser:
-    parser = verbs.add_parser(
-        "backtest",
-        parents=[common],
-        help="run the engine over history and report honest statistics",
-        description="Walk-forward backtest: the daemon's engine with the paper broker over "
-        "recorded bars, every strategy on the same cached forecasts, beside buy-and-hold.",
-    )
-    add = parser.add_argument
-    add("--data", nargs="+", type=Path, required=True, metavar="FILE", help="CSV or Parquet bars")
-    add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
-    add("--model", choices=["toto", "kronos", "baseline"], help="default: forecast.model")
-    add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
-    add("--from", dest="begin", type=_begin, metavar="D", help="first tick, UTC date or time")
-    add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
-    add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
-    add(
-        "--allow-skips",
-        action="store_true",
-        help="exit 0 even when symbols skipped more than backtest.max_skipped_share of their "
-        "ticks or a tick failed (the summary still lists them first)",
-    )
-    add_reading_options(parser)
-    return parser
-
-
-def _begin(text: str) -> datetime:
-    return period_bound(text, end=False)
-
-
-def _end(text: str) -> datetime:
-    return period_bound(text, end=True)
+    data: list[Path]
+    symbols: list[str] | None
+    reading: ReadOptions
+    begin: datetime | None = None
+    end: datetime | None = None
+    model: str | None = None
+    strategies: list[str] | None = None
+    out: Path | None = None
+    allow_skips: bool = False
 
 
 class _Refused(Exception):
@@ -76,7 +41,7 @@ class _Refused(Exception):
         self.code = code
 
 
-def _recordings(args: argparse.Namespace) -> tuple[list[Recording], DataLayer]:
+def _recordings(request: BacktestRequest) -> tuple[list[Recording], DataLayer]:
     from trader.market.replay import (  # noqa: PLC0415
         RecordingsRequestError,
         ReplayDataError,
@@ -84,24 +49,24 @@ def _recordings(args: argparse.Namespace) -> tuple[list[Recording], DataLayer]:
         settings_from,
     )
 
-    if args.begin and args.end and args.begin > args.end:
-        raise _Refused(EX_USAGE, "--from is after --to")
+    if request.begin and request.end and request.begin > request.end:
+        raise _Refused(EX_ARGUMENTS, "--from is after --to")
     try:
-        recordings = read_recordings(args.data, args.symbol, reading_options(args))
+        recordings = read_recordings(request.data, request.symbols, request.reading)
         return recordings, settings_from(recordings)
     except RecordingsRequestError as error:
-        raise _Refused(EX_USAGE, f"{error} (--data FILE, --symbol NAME)") from None
+        raise _Refused(EX_ARGUMENTS, f"{error} (--data FILE, --symbol NAME)") from None
     except ReplayDataError as error:
         raise _Refused(EX_DATAERR, str(error)) from None
 
 
 def run_backtest_command(
-    args: argparse.Namespace, load: Callable[[DataLayer], LoadedSettings]
+    request: BacktestRequest, load: Callable[[DataLayer], LoadedSettings]
 ) -> int:
     """`load`: the settings (and logging) with the files' own layer on top: the files decide
     the symbols, the timeframe and the account's currency."""
     try:  # bad input is told before the engine, torch and matplotlib are loaded
-        recordings, layer = _recordings(args)
+        recordings, layer = _recordings(request)
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
@@ -112,19 +77,19 @@ def run_backtest_command(
     from trader.backtest.run import Period, run_backtest  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
 
-    if args.model:
+    if request.model:
         settings = settings.model_copy(
-            update={"forecast": settings.forecast.model_copy(update={"model": args.model})}
+            update={"forecast": settings.forecast.model_copy(update={"model": request.model})}
         )
-    strategies = list(dict.fromkeys(args.strategy or settings.backtest.strategies))
+    strategies = list(dict.fromkeys(request.strategies or settings.backtest.strategies))
     try:
         result = asyncio.run(
             run_backtest(
                 settings,
                 {r.symbol: r for r in recordings},
                 strategies=strategies,
-                period=Period(args.begin, args.end),
-                ledgers=args.out / "ledgers" if args.out else None,
+                period=Period(request.begin, request.end),
+                ledgers=request.out / "ledgers" if request.out else None,
             )
         )
     except ModelUnavailable as error:
@@ -133,14 +98,14 @@ def run_backtest_command(
     except ValueError as error:  # the data cannot be backtested as it is (too short, ...)
         sys.stderr.write(f"trader backtest: {error}\n")
         return EX_DATAERR
-    sys.stdout.write(terminal_summary(result, accepted=args.allow_skips))
-    if args.out:
-        write_report(result, args.out)
-        sys.stdout.write(f"report: {args.out / 'report.html'} (and report.md, stats.json)\n")
+    sys.stdout.write(terminal_summary(result, accepted=request.allow_skips))
+    if request.out:
+        write_report(result, request.out)
+        sys.stdout.write(f"report: {request.out / 'report.html'} (and report.md, stats.json)\n")
     else:
         sys.stdout.write("(--out DIR writes the report, its plots and the ledgers)\n")
     failing = [f.text for f in findings(result) if f.fails]
-    if failing and not args.allow_skips:
+    if failing and not request.allow_skips:
         sys.stderr.write(
             "trader backtest: the run did not do what was asked (--allow-skips accepts it):\n"
         )

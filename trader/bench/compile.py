@@ -20,6 +20,7 @@ from typing import IO, Any
 from trader.bench.compile_worker import PREFIX, WorkerSpec
 from trader.bench.workload import SYMBOLS, Workload, workload
 from trader.config.schema import ForecastSettings, Settings
+from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.random_weights import Weights, weights_or_random
 
@@ -32,8 +33,6 @@ RULE = (
 )
 RUNTIMES = ("eager", "compile")
 EX_RULE_FAILED = 1
-EX_UNAVAILABLE = 69
-EX_SOFTWARE = 70
 
 
 @dataclass(frozen=True)

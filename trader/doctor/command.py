@@ -15,7 +15,8 @@ from trader.config.schema import Settings
 from trader.doctor.devices import DeviceFindings, device_text, examine_devices
 from trader.doctor.environment import environment_text
 from trader.doctor.inference import InferenceOptions, InferenceSmoke, run_inference_smoke
-from trader.doctor.verdict import EX_UNAVAILABLE, Verdict, verdict
+from trader.doctor.verdict import Verdict, verdict
+from trader.exit_codes import EX_UNAVAILABLE, EX_USAGE
 from trader.forecast.nvidia import run_nvidia_smi
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -40,7 +41,7 @@ def run_doctor(settings: Settings, options: DoctorOptions, secrets: Sequence[str
         sys.stderr.write(
             f"trader doctor: --device {requested!r} is not auto, cpu, cuda or cuda:N\n"
         )
-        return 64  # EX_USAGE
+        return EX_USAGE
     findings = examine_devices(requested, settings.forecast.precision)
     inference = None
     if findings.choice is not None and options.inference:

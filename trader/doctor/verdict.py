@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from trader.doctor.devices import DeviceFindings
 from trader.doctor.inference import InferenceSmoke
+from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
 
 EX_OK = 0
 EX_DEGRADED = 1  # works, but on the CPU although a GPU is present
-EX_UNAVAILABLE = 69  # sysexits.h: the device asked for cannot be used
-EX_SOFTWARE = 70  # the device is chosen, but a forecast on it fails
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,13 @@ from typing import Any
 
 from trader.config.schema import ForecastSettings
 from trader.domain import Bar, Forecast
+from trader.exit_codes import EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.protocol import ForecastRequest
 from trader.market.files import AS_WRITTEN, ReadOptions
 from trader.market.hygiene import parse_row
 from trader.market.replay import ReplayDataError, read_recording
-
-EX_DATAERR, EX_UNAVAILABLE = 65, 69
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,12 @@ from pathlib import Path
 from trader.clock import WallClock
 from trader.config.schema import ExchangeSettings
 from trader.domain import Timeframe
+from trader.exit_codes import EX_UNAVAILABLE, EX_USAGE
 from trader.logging import get_logger
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.download import download
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.retry import RetryPolicy
-
-EX_USAGE, EX_UNAVAILABLE = 64, 69
 
 
 async def download_history(

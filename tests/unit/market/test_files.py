@@ -13,8 +13,6 @@ import functools
 import gzip
 import math
 import random
-import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -27,14 +25,13 @@ import pytest
 from PIL import Image
 from structlog.testing import capture_logs
 
+from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
+from trader.cli.options import add_reading_options, reading_options
 from trader.domain import Timeframe, from_epoch_ms
-from trader.market.file_options import add_reading_options, reading_options
 from trader.market.files import AWARE, ReadOptions, ReplayDataError
 from trader.market.replay import log_reading, read_recording
 
-DATA = Path(__file__).resolve().parents[2] / "data"
-SOL = DATA / "SOLUSDT_1h.csv.gz"
-XSHG = DATA / "XSHG_600977_5min.csv.gz"
+SOL, XSHG = SOLUSDT_1H_2022, XSHG_600977_5MIN
 PACKAGED = Path(backtesting.__file__).parent / "test"
 GOOG, EURUSD = PACKAGED / "GOOG.csv", PACKAGED / "EURUSD.csv"
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -492,16 +489,6 @@ def test_the_reading_options_parse_into_read_options():
             parser.parse_args(wrong)
     with pytest.raises(ValueError, match="unknown time zone"):
         ReadOptions(timezone="Mars/Olympus")
-
-
-def test_the_reading_options_load_no_pyarrow():
-    code = (
-        "import sys, argparse; from trader.market.file_options import add_reading_options;"
-        "add_reading_options(argparse.ArgumentParser());"
-        "print(sorted({'pyarrow', 'pandas', 'torch'} & set(sys.modules)))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
 
 
 def test_a_stated_format_reads_the_times_as_written(tmp_path):

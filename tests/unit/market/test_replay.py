@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.recorded import SOLUSD_15M, SOLUSDT_1H, SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.clock import SimulatedClock
 from trader.config.schema import MarketSettings
 from trader.domain import QuoteSource, Timeframe, from_epoch_ms
@@ -26,15 +28,16 @@ from trader.market.replay import (
 from trader.market.step import MarketDataStep
 
 FILES = {
-    "SOLUSDT_1h.csv": ("SOL/USDT", "1h", "timestamps", "amount"),
-    "SOLUSD_15m.csv": ("SOL/USD", "15m", "datetime", None),
-    "XSHG_600977_5min.csv": ("600977/CNY", "5m", "timestamps", "amount"),
+    SOLUSDT_1H: ("SOL/USDT", "1h", "timestamps", "amount"),
+    SOLUSDT_1H_2022: ("SOL/USDT", "1h", "timestamps", "amount"),
+    SOLUSD_15M: ("SOL/USD", "15m", "datetime", None),
+    XSHG_600977_5MIN: ("600977/CNY", "5m", "timestamps", "amount"),
 }
 
 
 def text_rows(path: Path, time_column: str, quote_column: str | None) -> list[tuple]:
     """The oracle: Python's csv module and float(), independent of pyarrow."""
-    with path.open(newline="") as handle:
+    with gzip.open(path, "rt", newline="") as handle:
         return [
             (
                 int(datetime.fromisoformat(r[time_column]).replace(tzinfo=UTC).timestamp() * 1000),
@@ -45,11 +48,10 @@ def text_rows(path: Path, time_column: str, quote_column: str | None) -> list[tu
         ]
 
 
-@pytest.mark.parametrize("name", sorted(FILES))
-def test_every_recording_is_reproduced_exactly(shared_data, name):
-    symbol, timeframe, time_column, quote_column = FILES[name]
-    path = shared_data / name
-    recording = read_recording(path, None if name.startswith("SOL") else symbol)
+@pytest.mark.parametrize("path", sorted(FILES), ids=lambda path: path.name)
+def test_every_recording_is_reproduced_exactly(path):
+    symbol, timeframe, time_column, quote_column = FILES[path]
+    recording = read_recording(path, None if path.name.startswith("SOL") else symbol)
     assert recording.symbol == symbol
     assert recording.timeframe == Timeframe(timeframe)
     expected = text_rows(path, time_column, quote_column)
@@ -57,11 +59,11 @@ def test_every_recording_is_reproduced_exactly(shared_data, name):
     assert recording.rows == expected  # exact float equality, every field of every row
 
 
-def test_the_recorded_bars_are_valid_bars(shared_data):
-    for name, (symbol, *_rest) in FILES.items():
-        recording = read_recording(shared_data / name, symbol)
+def test_the_recorded_bars_are_valid_bars():
+    for path, (symbol, *_rest) in FILES.items():
+        recording = read_recording(path, symbol)
         bars = [parse_row(row, symbol, recording.timeframe) for row in recording.rows]
-        assert all(not isinstance(bar, str) for bar in bars), name
+        assert all(not isinstance(bar, str) for bar in bars), path.name
 
 
 def test_a_symbol_is_read_from_the_file_name_or_must_be_given(tmp_path):
@@ -128,8 +130,8 @@ def test_a_recording_without_its_columns_is_refused(tmp_path):
         read_recording(path)
 
 
-async def test_replay_serves_bars_only_once_they_have_opened(shared_data):
-    recording = read_recording(shared_data / "SOLUSDT_1h.csv")
+async def test_replay_serves_bars_only_once_they_have_opened():
+    recording = read_recording(SOLUSDT_1H)
     start = from_epoch_ms(recording.rows[100][0])
     clock = SimulatedClock(start + timedelta(minutes=30))
     feed = ReplayMarketData({"SOL/USDT": recording}, clock, FixedSpread(4))
@@ -145,8 +147,8 @@ async def test_replay_serves_bars_only_once_they_have_opened(shared_data):
         await feed.ohlcv("SOL/USDT", Timeframe("4h"), None, 10)
 
 
-async def test_the_data_step_on_replay_never_looks_ahead(shared_data):
-    recording = read_recording(shared_data / "SOLUSDT_1h.csv")
+async def test_the_data_step_on_replay_never_looks_ahead():
+    recording = read_recording(SOLUSDT_1H)
     context = 64
     first = from_epoch_ms(recording.rows[context][0])
     clock = SimulatedClock(first)

@@ -9,10 +9,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 
+from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.clock import SimulatedClock
 from trader.config.schema import MarketSettings
 from trader.domain import Timeframe, from_epoch_ms
@@ -22,12 +22,11 @@ from trader.market.replay import Recording, ReplayMarketData, read_recording
 from trader.market.replay_calendars import replay_calendars
 from trader.market.step import MarketDataStep
 
-DATA = Path(__file__).parents[2] / "data"
 CONTEXT = 64
 
 
 def sol() -> Recording:
-    return read_recording(DATA / "SOLUSDT_1h.csv.gz")
+    return read_recording(SOLUSDT_1H_2022)
 
 
 class CountingFeed(ReplayMarketData):
@@ -180,7 +179,7 @@ async def test_a_bar_the_venue_is_slow_to_publish_is_asked_for_again_not_counted
 
 
 async def test_a_market_with_a_lunch_break_is_traded_every_session_bar_and_never_gapped():
-    recording = read_recording(DATA / "XSHG_600977_5min.csv.gz", "600977/CNY")
+    recording = read_recording(XSHG_600977_5MIN, "600977/CNY")
     market = MarketSettings(
         symbols=["600977/CNY"], timeframe="5m", context_bars=CONTEXT, min_contiguous_bars=16
     )

@@ -1,29 +1,18 @@
-"""`trader sandbox`: serve the emulator as a live venue (see `trader.emulator.sandbox`)."""
+"""`trader sandbox --data FILE...`: the emulator served as a live venue on loopback."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
 
-EX_DATAERR = 65
-
-
-def _decimal(text: str) -> Decimal:
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value.is_finite() or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative amount")
-    return value
+from trader.cli.options import Verbs, load
+from trader.exit_codes import EX_ARGUMENTS, EX_DATAERR
 
 
-def add_sandbox_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = verbs.add_parser(
+def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
+    parser = verbs.add_parser(
         "sandbox",
         parents=[common],
         help="serve a local Binance spot emulator to trade against live, without an account",
@@ -54,20 +43,22 @@ def add_sandbox_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.
     parser.add_argument(
         "--ready-file", type=Path, help="write the address and test keys here as JSON"
     )
-    return parser
+    parser.set_defaults(handler=run)
 
 
-def run_sandbox_command(args: argparse.Namespace) -> int:
-    # Imported here: building the CLI's parser must not load the emulator.
-    from trader.emulator.sandbox import SandboxSettings, serve_sandbox  # noqa: PLC0415
+def run(args: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415 - loads in 50 ms: not for --help
+
+    from trader.emulator.sandbox import SandboxSettings, serve_sandbox  # noqa: PLC0415 - aiohttp
     from trader.market.replay import ReplayDataError, read_recording  # noqa: PLC0415
 
+    load(args)
     if args.symbol and len(args.symbol) != len(args.data):
         sys.stderr.write("trader sandbox: give one --symbol per --data file, or none\n")
-        return 2
+        return EX_ARGUMENTS
     if args.bar_seconds < 1 or args.warmup < 1:
         sys.stderr.write("trader sandbox: --bar-seconds and --warmup must be at least 1\n")
-        return 2
+        return EX_ARGUMENTS
     try:
         recordings = [
             read_recording(path, args.symbol[i] if args.symbol else None)
@@ -87,3 +78,13 @@ def run_sandbox_command(args: argparse.Namespace) -> int:
         api_secret=args.api_secret,
     )
     return asyncio.run(serve_sandbox(settings, args.ready_file))
+
+
+def _decimal(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value.is_finite() or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative amount")
+    return value

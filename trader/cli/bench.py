@@ -1,17 +1,15 @@
-"""The `trader bench` verb's arguments (imports nothing heavy: the CLI builds every parser)."""
+"""`trader bench compile`: a model eager against compiled on this machine, and which to use."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from trader.forecast.check_arguments import add_check_arguments
+from trader.cli.options import Verbs, add_check_arguments, load
 
 
-def add_bench_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`verbs` is the CLI's subparsers action; the one benchmark so far is `compile`."""
-    bench: argparse.ArgumentParser = verbs.add_parser(
+def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
+    bench = verbs.add_parser(
         "bench", help="measure on this machine: eager against compiled inference"
     )
     kinds = bench.add_subparsers(dest="bench_verb", required=True, metavar="BENCH")
@@ -43,4 +41,10 @@ def add_bench_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.Ar
     compile_.add_argument(
         "--out", type=Path, metavar="FILE", help="JSON report (default: var/bench/compile-*.json)"
     )
-    return compile_
+    compile_.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trader.bench.compile import run_bench_compile  # noqa: PLC0415 - torch
+
+    return run_bench_compile(load(args).settings, args)

@@ -1,17 +1,15 @@
-"""The `trader doctor` verb's arguments (imports nothing heavy: the CLI builds every parser)."""
+"""`trader doctor`: the device checks the daemon makes at start-up, as a report with a verdict."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from trader.forecast.check_arguments import add_check_arguments
+from trader.cli.options import Verbs, add_check_arguments, load
 
 
-def add_doctor_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`verbs` is the CLI's subparsers action."""
-    doctor: argparse.ArgumentParser = verbs.add_parser(
+def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
+    doctor = verbs.add_parser(
         "doctor",
         parents=[common],
         help="check the device (CUDA/CPU) the models would run on; write an evidence folder",
@@ -30,4 +28,21 @@ def add_doctor_parser(verbs: Any, common: argparse.ArgumentParser) -> argparse.A
     doctor.add_argument(
         "--no-inference", action="store_true", help="skip the forecast on the chosen device"
     )
-    return doctor
+    doctor.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trader.doctor.command import DoctorOptions, run_doctor  # noqa: PLC0415 - torch
+
+    loaded = load(args)
+    options = DoctorOptions(
+        args.device,
+        args.evidence,
+        args.model,
+        args.weights,
+        args.tokenizer,
+        args.size,
+        args.data,
+        inference=not args.no_inference,
+    )
+    return run_doctor(loaded.settings, options, loaded.secret_values())
