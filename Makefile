@@ -27,8 +27,11 @@ MODEL ?= baseline
 demo: $(RUNTIME)
 	$(BIN)/trader demo --model $(MODEL)
 
+# A worker per core; each takes whole modules (their fixtures are built once), the slowest
+# first (tests/conftest.py orders them by their `slow` mark). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= auto
 test: $(DEV) lint typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 lint: $(DEV)
 	$(BIN)/ruff check .

@@ -12,6 +12,13 @@ from hypothesis import settings
 settings.register_profile("trader", deadline=None, print_blob=True)
 settings.load_profile("trader")
 
+# Under pytest-xdist (`make test` runs a worker per core), each worker gets its share of the
+# cores: torch's default of a thread per core in every worker oversubscribes the machine, and
+# its spinning threads then slow every test down. Set before any test imports torch.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+
 ROOT = Path(__file__).resolve().parents[1]
 # Recorded market data: the excerpts in tests/data/, named in tests/recorded.py; tests never
 # read ../shared/data/ (the full recordings, for benchmarks and demos).
@@ -23,3 +30,15 @@ def missing_binary(name: str) -> None:
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         pytest.fail(f"CI must install {name}: see .ci/run")
     pytest.skip(f"{name} is not installed here")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first, longest first (their `slow` mark gives the seconds they take
+    on a 2-core machine). `make test` hands whole modules to its workers in this order, so the
+    long ones start at once on different workers and no worker is left with one at the end."""
+    items.sort(key=lambda item: -_seconds(item))  # stable: the rest keep their order
+
+
+def _seconds(item: pytest.Item) -> float:
+    mark = item.get_closest_marker("slow")
+    return float(mark.args[0]) if mark else 0.0

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.recorded import SOLUSDT_1H
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow(130)]
 
 
 def bench(script: str, *args: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Head, TotoModel
 from trader.forecast.toto.scaler import scale_context, scale_patch
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow(300)]
 
 
 @pytest.fixture(scope="module", params=["small", "published"])
