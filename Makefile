@@ -27,11 +27,11 @@ MODEL ?= baseline
 demo: $(RUNTIME)
 	$(BIN)/trader demo --model $(MODEL)
 
-# A worker per core; each takes whole modules (their fixtures are built once), the slowest
-# first (tests/conftest.py orders them by their `slow` mark). PYTEST_WORKERS=0: one process.
+# A worker per core; each takes whole modules, so module fixtures (random checkpoints, a
+# daemon scraped by Prometheus) are built once. PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= auto
 test: $(DEV) lint typecheck
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope
 
 lint: $(DEV)
 	$(BIN)/ruff check .

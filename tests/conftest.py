@@ -30,15 +30,3 @@ def missing_binary(name: str) -> None:
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         pytest.fail(f"CI must install {name}: see .ci/run")
     pytest.skip(f"{name} is not installed here")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest modules first, longest first (their `slow` mark gives the seconds they take
-    on a 2-core machine). `make test` hands whole modules to its workers in this order, so the
-    long ones start at once on different workers and no worker is left with one at the end."""
-    items.sort(key=lambda item: -_seconds(item))  # stable: the rest keep their order
-
-
-def _seconds(item: pytest.Item) -> float:
-    mark = item.get_closest_marker("slow")
-    return float(mark.args[0]) if mark else 0.0

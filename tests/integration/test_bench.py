@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.recorded import SOLUSDT_1H
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(130)]
+pytestmark = pytest.mark.integration
 
 
 def bench(script: str, *args: str) -> dict[str, Any]:

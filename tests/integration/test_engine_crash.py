@@ -22,7 +22,7 @@ from tests.recorded import SOLUSDT_1H, excerpt, lines
 from trader.ledger import Database
 from trader.ledger.trading import TradingLedger
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(240)]
+pytestmark = pytest.mark.integration
 
 KILLS = 30
 BARS = 4000

@@ -30,7 +30,7 @@ from trader.forecast.kronos.predictor import KronosForecaster
 from trader.forecast.kronos.sampling import Sampling, filtered
 from trader.forecast.protocol import ForecastRequest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(110)]
+pytestmark = pytest.mark.integration
 
 # Same tokens give the same bars up to float32 rounding of a different (cached) computation
 # order; one different token moves a bar by far more.

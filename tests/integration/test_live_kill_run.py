@@ -31,7 +31,7 @@ from tests.recorded import SOLUSDT_1H
 from trader.ledger import Database
 from trader.ledger.trading import TradingLedger
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(180)]
+pytestmark = pytest.mark.integration
 KILLS = 30
 KEY, SECRET = "kill-run-key", "kill-run-secret-0123456789abcdef"
 

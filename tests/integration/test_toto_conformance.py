@@ -24,7 +24,7 @@ from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Head, TotoModel
 from trader.forecast.toto.scaler import scale_context, scale_patch
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow(300)]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module", params=["small", "published"])
@@ -158,6 +158,7 @@ def test_sampled_quantiles_agree_with_the_reference_within_sampling_error(checkp
     assert not agrees(median + (mine - median) * 1.10, 0.9)
 
 
+@pytest.mark.timeout(900)  # inductor compiles: 3 minutes alone, more beside other work
 def test_compiled_mode_does_not_recompile_as_shapes_change_and_the_reference_does(small):
     # Cold: no graphs from earlier tests and no on-disk caches, whose profile (dynamo's PGO)
     # would mark the sizes dynamic from the start and hide a specialisation.
