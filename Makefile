@@ -5,7 +5,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip --disable-pip-version-check --quiet
+# --no-compile: Python writes the bytecode of what it imports on first use; compiling all of
+# torch's files at install time costs more than the rest of a fresh `make demo`.
+INSTALL := $(BIN)/python -m pip --disable-pip-version-check --quiet install --no-compile
 
 # torch: a box with an NVIDIA driver gets the newest CUDA build (>= 2.7, the first with
 # Blackwell sm_120 kernels); a machine without one gets a pinned release. Override either:
@@ -46,15 +48,15 @@ $(RUNTIME): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "trader needs Python >= 3.11; set PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install -e .
+	$(INSTALL) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(INSTALL) -e .
 	@touch $@
 
 REFERENCE_MODELS := toto-ts==0.2.0 kronos-model-arch==0.1.0 gluonts==0.17.0
 
 $(DEV): $(RUNTIME) requirements/reference.txt
-	$(PIP) install -e '.[dev]' -r requirements/reference.txt
-	$(PIP) install --no-deps $(REFERENCE_MODELS)
+	$(INSTALL) -e '.[dev]' -r requirements/reference.txt
+	$(INSTALL) --no-deps $(REFERENCE_MODELS)
 	@touch $@
 
 clean:
