@@ -6,7 +6,14 @@ import argparse
 from datetime import datetime
 from pathlib import Path
 
-from trader.cli.options import Verbs, add_reading_options, loader, period_bound, reading_options
+from trader.cli.options import (
+    Verbs,
+    add_reading_options,
+    loader,
+    period_bound,
+    reading_options,
+    utc_date,
+)
 
 STRATEGIES = ("simple", "ci_guard", "maxdiff")
 
@@ -24,7 +31,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
     add("--model", choices=["toto", "kronos", "baseline"], help="default: forecast.model")
     add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
-    add("--from", dest="begin", type=_begin, metavar="D", help="first tick, UTC date or time")
+    add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")
     add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
     add(
@@ -54,10 +61,6 @@ def run(args: argparse.Namespace) -> int:
         allow_skips=args.allow_skips,
     )
     return run_backtest_command(request, loader(args))
-
-
-def _begin(text: str) -> datetime:
-    return period_bound(text, end=False)
 
 
 def _end(text: str) -> datetime:
