@@ -26,9 +26,9 @@ from pathlib import Path
 
 from trader.broker.live import LiveBroker
 from trader.broker.paper import PaperBroker
-from trader.broker.reconcile import LedgerBook
 from trader.config.schema import BrokerSettings, ExchangeSettings, LogSettings
 from trader.domain import Order, OrderType, Portfolio, Quote, QuoteSource, Side
+from trader.domain.reconciliation import LedgerBook
 from trader.emulator import Fault
 from trader.emulator.sandbox import SandboxSettings, open_sandbox
 from trader.logging import configure_logging

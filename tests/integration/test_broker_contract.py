@@ -16,8 +16,7 @@ import pytest
 from tests.integration.emulated import venue
 from tests.integration.live_setup import KEY, Prices, live
 from trader.broker import PaperBroker
-from trader.broker.protocol import Broker, Execution
-from trader.broker.reconcile import LedgerBook
+from trader.broker.protocol import Broker
 from trader.config.schema import BrokerSettings
 from trader.domain import (
     Fill,
@@ -30,6 +29,8 @@ from trader.domain import (
     QuoteSource,
     Side,
 )
+from trader.domain.execution import Execution
+from trader.domain.reconciliation import LedgerBook
 
 pytestmark = pytest.mark.integration
 SHARE = Decimal("0.0001")  # of a bar's volume per fill: ~3.5 SOL an hour on this path

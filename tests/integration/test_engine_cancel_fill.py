@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_engine import SYMBOLS, recordings, run
-from trader.broker.protocol import Execution
 from trader.clock import SimulatedClock
 from trader.config.schema import Settings
 from trader.domain import Fill, Liquidity, OrderStatus
+from trader.domain.execution import Execution
 from trader.forecast import BaselineForecaster
 from trader.ledger import Database
 from trader.market.quotes import FixedSpread

@@ -21,8 +21,8 @@ from decimal import Decimal
 import pytest
 
 from tests.integration.live_setup import KEY, Live, live
-from trader.broker.protocol import Execution
 from trader.domain import Order, OrderStatus, OrderType, Portfolio, Side
+from trader.domain.execution import Execution
 from trader.emulator import Fault
 from trader.ledger import Database
 from trader.ledger.reconciliation import ReconciliationLedger

@@ -18,7 +18,8 @@ from tests.integration.toto_reference import (
     reference_samples,
     write_checkpoint,
 )
-from trader.forecast.runtime import CompileStats, RecompileCounter
+from trader.forecast.protocol import CompileStats
+from trader.forecast.runtime import RecompileCounter
 from trader.forecast.toto.forecaster import TotoForecaster
 from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Head, TotoModel

@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 
 from tests.unit.engine.builders import TF, forecast
-from trader.broker.protocol import Execution
 from trader.domain import Fill, Liquidity, Order, OrderStatus, OrderType, Portfolio, Side
+from trader.domain.execution import Execution
 from trader.ledger import Database
 from trader.ledger.database import LedgerError, transaction
 from trader.ledger.trading import TickRecord, TradingLedger, read_forecast

@@ -18,8 +18,7 @@ from tqdm import tqdm
 from trader.backtest.cache import ForecastCache, describe_model, entry_key, model_key
 from trader.backtest.windows import SymbolWindows, Window, epoch_ms
 from trader.domain import Forecast
-from trader.forecast.protocol import Forecaster, ForecastRequest
-from trader.forecast.runtime import CompileStats
+from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
 from trader.logging import get_logger
 
 

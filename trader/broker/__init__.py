@@ -1,6 +1,7 @@
 """Brokers: the paper broker now, the live ccxt broker later; one protocol."""
 
 from trader.broker.paper import PaperBroker
-from trader.broker.protocol import Broker, Execution
+from trader.broker.protocol import Broker
+from trader.domain.execution import Execution
 
 __all__ = ["Broker", "Execution", "PaperBroker"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from trader.broker.protocol import Execution
 from trader.domain import Order, OrderStatus, Quote, exact
+from trader.domain.execution import Execution
 
 
 class _Sends(Protocol):

@@ -18,7 +18,7 @@ protocol.
   asset it charged. Orders with an expiry are cancelled at the venue when it passes.
 - Amend is cancel-and-replace (`trader.broker.amend`).
 - Reconciliation compares every order the ledger holds open, the recent trade history, the
-  open orders of our symbols and the balances with the ledger (see `trader.broker.reconcile`).
+  open orders of our symbols and the balances with the ledger (see `trader.domain.reconciliation`).
 """
 
 from __future__ import annotations
@@ -41,16 +41,6 @@ from trader.broker.ccxt_orders import (
     fill_from_trade,
     unbooked,
 )
-from trader.broker.protocol import Execution
-from trader.broker.reconcile import (
-    ForeignOrder,
-    LedgerBook,
-    ReconcileReport,
-    ReportBuilder,
-    compare_balances,
-    expected_balances,
-    portfolio_after,
-)
 from trader.broker.safety import InstanceLocks
 from trader.broker.venue_errors import BrokerHalt, Classified, Meaning, classify
 from trader.config.schema import BrokerSettings
@@ -65,6 +55,16 @@ from trader.domain import (
     QuoteSource,
     Side,
     decimal_from_float,
+)
+from trader.domain.execution import Execution
+from trader.domain.reconciliation import (
+    ForeignOrder,
+    LedgerBook,
+    ReconcileReport,
+    ReportBuilder,
+    compare_balances,
+    expected_balances,
+    portfolio_after,
 )
 from trader.logging import get_logger
 from trader.market.ccxt_feed import _PARSE_ERRORS, retry_after

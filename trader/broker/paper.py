@@ -24,8 +24,6 @@ from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
 from trader.broker.amend import cancel_and_replace
-from trader.broker.protocol import Execution
-from trader.broker.reconcile import LedgerBook, ReconcileReport, ReportBuilder
 from trader.config.schema import BrokerSettings
 from trader.domain import (
     Bar,
@@ -41,6 +39,8 @@ from trader.domain import (
     decimal_from_float,
     quote_currency,
 )
+from trader.domain.execution import Execution
+from trader.domain.reconciliation import LedgerBook, ReconcileReport, ReportBuilder
 
 CENT_OF_A_CENT = Decimal("0.00000001")
 BPS = Decimal(10_000)

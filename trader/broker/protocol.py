@@ -3,28 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from trader.domain import Bar, Fill, Order, Quote
-
-if TYPE_CHECKING:
-    from trader.broker.reconcile import LedgerBook, ReconcileReport
+from trader.domain import Bar, Order, Quote
+from trader.domain.execution import Execution
+from trader.domain.reconciliation import LedgerBook, ReconcileReport
 
 
 class BrokerHalt(Exception):
     """The venue refuses our credentials: trading must stop until a person fixes them."""
-
-
-@dataclass(frozen=True)
-class Execution:
-    """An order after something happened to it, the fills that came with it, and why (for
-    the ledger's order events), when there is more to say than the status."""
-
-    order: Order
-    fills: tuple[Fill, ...] = ()
-    reason: str | None = None
 
 
 class Broker(Protocol):

@@ -21,8 +21,7 @@ from typing import Protocol, TypeVar
 import torch
 
 from trader.domain import Bar, Forecast, Timeframe
-from trader.forecast.protocol import Forecaster, ForecastRequest
-from trader.forecast.runtime import CompileStats
+from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
 
 T = TypeVar("T")
 

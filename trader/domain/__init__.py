@@ -6,8 +6,9 @@ from trader.domain.forecast import Forecast
 from trader.domain.instrument import Instrument
 from trader.domain.market import Bar, Quote, QuoteSource
 from trader.domain.money import ZERO, decimal_from_float, exact, positive_decimal, to_decimal
-from trader.domain.order import Order, OrderStatus, OrderType, Side, client_order_id
+from trader.domain.order import Order, OrderStatus, OrderType, client_order_id
 from trader.domain.portfolio import Lot, Portfolio, Position
+from trader.domain.side import Side
 from trader.domain.signal import Direction, Signal
 from trader.domain.symbols import account_currency, base_currency, check_symbol, quote_currency
 from trader.domain.time import Timeframe, ensure_utc, from_epoch_ms, to_epoch_ms

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from trader.domain.errors import DomainError
 from trader.domain.money import exact, positive_decimal, to_decimal
-from trader.domain.order import Side
+from trader.domain.side import Side
 from trader.domain.symbols import base_currency, check_symbol
 from trader.domain.time import ensure_utc
 

@@ -7,7 +7,7 @@ from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, Decimal
 
 from trader.domain.errors import DomainError
 from trader.domain.money import ZERO, exact, positive_decimal, to_decimal
-from trader.domain.order import Side
+from trader.domain.side import Side
 from trader.domain.symbols import check_symbol
 
 

@@ -8,27 +8,16 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from trader.domain.errors import DomainError
+from trader.domain.fill import Fill
 from trader.domain.money import ZERO, exact, positive_decimal, to_decimal
+from trader.domain.side import Side
 from trader.domain.symbols import check_symbol
 from trader.domain.time import ensure_utc
 
-if TYPE_CHECKING:
-    from trader.domain.fill import Fill
-
 # 32 characters of [0-9a-z] fit every major venue's client-id rules (Binance allows 36, OKX 32).
 _CLIENT_ORDER_ID = re.compile(r"^[0-9A-Za-z_-]{1,36}$")
-
-
-class Side(StrEnum):
-    BUY = "buy"
-    SELL = "sell"
-
-    @property
-    def sign(self) -> int:
-        return 1 if self is Side.BUY else -1
 
 
 class OrderType(StrEnum):

@@ -14,7 +14,7 @@ from types import MappingProxyType
 from trader.domain.errors import DomainError
 from trader.domain.fill import Fill
 from trader.domain.money import ZERO, exact, positive_decimal, to_decimal
-from trader.domain.order import Side
+from trader.domain.side import Side
 from trader.domain.symbols import base_currency, check_symbol, quote_currency
 
 

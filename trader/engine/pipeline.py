@@ -21,8 +21,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol, TypeVar
 
-from trader.broker.protocol import Broker, BrokerHalt, Execution
-from trader.broker.reconcile import ReconcileReport
+from trader.broker.protocol import Broker, BrokerHalt
 from trader.config.schema import Settings
 from trader.domain import (
     ZERO,
@@ -38,6 +37,8 @@ from trader.domain import (
     from_epoch_ms,
     to_epoch_ms,
 )
+from trader.domain.execution import Execution
+from trader.domain.reconciliation import ReconcileReport
 from trader.engine.planning import Book, Intent, Planner
 from trader.engine.reconciling import reconcile_ledger
 from trader.forecast.protocol import Forecaster, ForecastRequest

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trader.broker.protocol import Broker
-from trader.broker.reconcile import ReconcileReport
 from trader.config.schema import Settings
+from trader.domain.reconciliation import ReconcileReport
 from trader.engine.reconciling import reconcile_ledger
 from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger

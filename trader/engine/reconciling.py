@@ -8,8 +8,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from trader.broker.protocol import Broker
-from trader.broker.reconcile import ReconcileReport, portfolio_after
 from trader.domain import Portfolio
+from trader.domain.reconciliation import ReconcileReport, portfolio_after
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger

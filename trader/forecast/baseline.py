@@ -12,8 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from trader.domain import Forecast
-from trader.forecast.protocol import FIELDS, ForecastRequest
-from trader.forecast.runtime import CompileStats
+from trader.forecast.protocol import FIELDS, CompileStats, ForecastRequest
 
 
 class BaselineForecaster:

@@ -8,9 +8,19 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from trader.domain import Bar, Forecast
-from trader.forecast.runtime import CompileStats
 
 FIELDS = ("close", "high", "low")
+
+
+@dataclass(frozen=True)
+class CompileStats:
+    """What compiling cost a model after its warm-up, as torch reported it; `forced_eager`
+    says why the guard switched it to eager, when it did. Eager models report zeros."""
+
+    recompiles: int = 0
+    graph_breaks: int = 0
+    cudagraph_skips: int = 0
+    forced_eager: str | None = None
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,11 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
+from trader.domain import Forecast
+from trader.forecast.protocol import CompileStats, ForecastRequest
 from trader.logging import adopt_library_loggers, get_logger
-
-if TYPE_CHECKING:
-    from trader.domain import Forecast
-    from trader.forecast.protocol import ForecastRequest
 
 RECOMPILE = "recompile"
 GRAPH_BREAK = "graph_break"
@@ -50,17 +47,6 @@ _SOURCES: dict[str, tuple[tuple[str, ...], str]] = {
 _KEPT_REASONS = 20
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class CompileStats:
-    """What compiling cost a model after its warm-up, as torch reported it; `forced_eager`
-    says why the guard switched it to eager, when it did. Eager models report zeros."""
-
-    recompiles: int = 0
-    graph_breaks: int = 0
-    cudagraph_skips: int = 0
-    forced_eager: str | None = None
 
 
 def _reason(kind: str, lines: list[str]) -> str:

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 
-from trader.broker.reconcile import LedgerBook, ReconcileReport
 from trader.domain import Order, Portfolio
+from trader.domain.reconciliation import LedgerBook, ReconcileReport
 from trader.ledger.codec import money_text, parse_time, time_text
 from trader.ledger.database import Database, transaction
 from trader.ledger.trading import LedgerState, _order, _write_executions

@@ -19,7 +19,6 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from trader.broker.protocol import Execution
 from trader.domain import (
     Fill,
     Forecast,
@@ -34,6 +33,7 @@ from trader.domain import (
     Signal,
     Timeframe,
 )
+from trader.domain.execution import Execution
 from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
 from trader.ledger.database import Database, LedgerError, transaction
 from trader.risk.engine import DayMarks

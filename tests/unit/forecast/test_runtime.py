@@ -15,13 +15,8 @@ import torch
 from torch._dynamo.utils import counters
 from torch._inductor.cudagraph_utils import log_cudagraph_skip_and_bump_counter
 
-from trader.forecast.runtime import (
-    GRAPH_BREAK,
-    RECOMPILE,
-    CompileStats,
-    ModelRuntime,
-    RecompileCounter,
-)
+from trader.forecast.protocol import CompileStats
+from trader.forecast.runtime import GRAPH_BREAK, RECOMPILE, ModelRuntime, RecompileCounter
 
 
 @pytest.fixture(autouse=True)

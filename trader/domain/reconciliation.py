@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from trader.broker.protocol import Execution
-from trader.domain import ZERO, Fill, Order, Portfolio, exact
+from trader.domain.execution import Execution
+from trader.domain.fill import Fill
+from trader.domain.money import ZERO, exact
+from trader.domain.order import Order
+from trader.domain.portfolio import Portfolio
 
 
 @dataclass(frozen=True)
