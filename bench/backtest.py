@@ -43,7 +43,8 @@ from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import forecast_ahead
 from trader.backtest.simulate import simulate
 from trader.backtest.windows import SymbolWindows
-from trader.config.schema import LogSettings, Settings
+from trader.config.daemon_settings import LogSettings
+from trader.config.schema import Settings
 from trader.forecast.baseline import BaselineForecaster
 from trader.logging import configure_logging
 from trader.market.calendar import TradingCalendar

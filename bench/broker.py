@@ -26,7 +26,9 @@ from pathlib import Path
 
 from trader.broker.live import LiveBroker
 from trader.broker.paper import PaperBroker
-from trader.config.schema import BrokerSettings, ExchangeSettings, LogSettings
+from trader.config.daemon_settings import LogSettings
+from trader.config.market_settings import ExchangeSettings
+from trader.config.trading_settings import BrokerSettings
 from trader.domain import Order, OrderType, Portfolio, Quote, QuoteSource, Side
 from trader.domain.reconciliation import LedgerBook
 from trader.emulator import Fault

@@ -24,9 +24,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from trader.config.schema import LogSettings, Settings
+from trader.config.daemon_settings import LogSettings
+from trader.config.schema import Settings
 from trader.domain import Forecast
-from trader.engine.pipeline import STAGES, TickReport
+from trader.engine.report import STAGES, TickReport
 from trader.forecast.protocol import FIELDS, ForecastRequest
 from trader.logging import configure_logging
 from trader.market.replay import Recording, read_recording

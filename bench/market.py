@@ -29,7 +29,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from trader.clock import SimulatedClock
-from trader.config.schema import ExchangeSettings, LogSettings, MarketSettings
+from trader.config.daemon_settings import LogSettings
+from trader.config.market_settings import ExchangeSettings, MarketSettings
 from trader.domain import Bar, from_epoch_ms
 from trader.emulator import EmulatedMarket, EmulatorServer, Instrument
 from trader.logging import configure_logging

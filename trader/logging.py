@@ -18,7 +18,7 @@ import structlog
 from structlog.contextvars import bound_contextvars as log_context
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
-from trader.config.schema import LogSettings
+from trader.config.daemon_settings import LogSettings
 
 MASK = "**********"
 # Libraries that narrate every request at INFO; their warnings still come through.

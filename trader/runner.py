@@ -18,7 +18,8 @@ from trader.clock import Clock, SimulatedClock, WallClock
 from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
 from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
-from trader.engine.pipeline import Engine, EngineHooks, TickReport
+from trader.engine.pipeline import Engine
+from trader.engine.report import EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
 from trader.forecast.protocol import Forecaster

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from tests.recorded import SOLUSDT_1H
 from trader.clock import SimulatedClock
-from trader.config.schema import ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
 from trader.domain import Bar
 from trader.emulator import EmulatedMarket, Instrument
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange

@@ -11,7 +11,8 @@ from decimal import Decimal
 
 from tests.integration.emulated import FAST_RETRY, Venue, venue
 from trader.broker.live import LiveBroker
-from trader.config.schema import BrokerSettings, ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
+from trader.config.trading_settings import BrokerSettings
 from trader.domain import Bar, Instrument, Quote, QuoteSource, Side
 from trader.emulator import EmulatorServer
 from trader.emulator.venue import Fees

@@ -17,7 +17,7 @@ from tests.integration.emulated import venue
 from tests.integration.live_setup import KEY, Prices, live
 from trader.broker import PaperBroker
 from trader.broker.protocol import Broker
-from trader.config.schema import BrokerSettings
+from trader.config.trading_settings import BrokerSettings
 from trader.domain import (
     Fill,
     Instrument,

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from tests.integration.emulated import Venue, ccxt_feed, venue
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.domain import QuoteSource, decimal_from_float
 from trader.emulator import EmulatorServer, Fault
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 import torch
 
-from trader.config.schema import KronosSettings
+from trader.config.forecast_settings import KronosSettings
 from trader.domain import Timeframe
 from trader.forecast.kronos import KronosForecaster
 from trader.forecast.kronos.loading import load_model, load_tokenizer

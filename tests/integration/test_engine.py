@@ -15,7 +15,8 @@ import pytest
 
 from tests.recorded import SOLUSDT_1H
 from trader.clock import SimulatedClock
-from trader.config.schema import LogSettings, Settings
+from trader.config.daemon_settings import LogSettings
+from trader.config.schema import Settings
 from trader.domain import Forecast, from_epoch_ms
 from trader.engine import Engine
 from trader.forecast import BaselineForecaster, ForecastRequest

@@ -15,7 +15,7 @@ import pytest
 from tests.integration.live_setup import KEY, SECRET, Live, live, make_broker
 from trader.broker.live import LiveBroker
 from trader.broker.protocol import BrokerHalt
-from trader.config.schema import ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
 from trader.domain import Order, OrderStatus, OrderType, Portfolio, Side
 from trader.domain.reconciliation import LedgerBook
 from trader.emulator import Fault

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.integration.emulated import ccxt_feed, recorded_bars, venue
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.domain import Timeframe
 from trader.emulator import EmulatorServer
 from trader.ledger import BarStore, Database

@@ -13,7 +13,7 @@ from tests.integration.conftest import TRADER, clean_env
 from tests.integration.emulated import venue
 from tests.integration.live_setup import KEY, SECRET
 from trader.broker.safety import InstanceLocks, ledger_lock_path
-from trader.config.schema import ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
 from trader.emulator import EmulatorServer
 from trader.emulator.venue import Venue as TradingVenue
 from trader.ledger import Database

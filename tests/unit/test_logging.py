@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from trader.config.schema import LogSettings
+from trader.config.daemon_settings import LogSettings
 from trader.logging import configure_logging, get_logger, log_context
 
 

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from trader.config.schema import Settings
 from trader.domain import Fill, to_epoch_ms
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
 from trader.ledger.database import Database

@@ -8,7 +8,6 @@ least `SPEEDUP` times faster. `--mode production-check` exits 1 when compiling f
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -19,7 +18,8 @@ from typing import IO, Any
 
 from trader.bench.compile_worker import PREFIX, WorkerSpec
 from trader.bench.workload import SYMBOLS, Workload, workload
-from trader.config.schema import ForecastSettings, Settings
+from trader.config.forecast_settings import ForecastSettings
+from trader.config.schema import Settings
 from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.random_weights import Weights, weights_or_random
@@ -33,6 +33,23 @@ RULE = (
 )
 RUNTIMES = ("eager", "compile")
 EX_RULE_FAILED = 1
+
+
+@dataclass(frozen=True)
+class CompileBenchRequest:
+    """What `trader bench compile` was asked; None: the settings' value (or random weights)."""
+
+    model: str
+    mode: str  # "quick" or "production-check"
+    device: str | None = None
+    compile_mode: str | None = None
+    samples: int | None = None
+    horizons: list[int] | None = None
+    data: Path | None = None
+    weights: Path | None = None
+    tokenizer: Path | None = None
+    size: str = "published"  # the random weights' architecture, without real ones
+    out: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +152,7 @@ def _side_by_side(specs: list[WorkerSpec], ticks: int) -> list[dict[str, Any]]:
                 worker.close()
 
 
-def _settings(base: ForecastSettings, args: argparse.Namespace) -> ForecastSettings:
+def _settings(base: ForecastSettings, args: CompileBenchRequest) -> ForecastSettings:
     toto, kronos = base.toto, base.kronos
     if args.compile_mode:
         toto = toto.model_copy(update={"compile_mode": args.compile_mode})
@@ -146,7 +163,7 @@ def _settings(base: ForecastSettings, args: argparse.Namespace) -> ForecastSetti
     return base.model_copy(update={"toto": toto, "kronos": kronos, "hf_token": None})
 
 
-def run_bench_compile(settings: Settings, args: argparse.Namespace) -> int:
+def run_bench_compile(settings: Settings, args: CompileBenchRequest) -> int:
     forecast = _settings(settings.forecast, args)
     requested = args.device or forecast.device
     try:
@@ -155,7 +172,7 @@ def run_bench_compile(settings: Settings, args: argparse.Namespace) -> int:
         sys.stderr.write(f"trader bench compile: {error}\n")
         return EX_UNAVAILABLE
     device = str(choice.device)
-    horizons = args.horizon or [forecast.horizon]
+    horizons = args.horizons or [forecast.horizon]
     work = workload(
         args.mode, settings.market.context_bars, horizons, settings.market.timeframe, args.data
     )

@@ -23,7 +23,7 @@ import torch
 from torch._dynamo.utils import compilation_time_metrics, counters
 
 from trader.bench.workload import Part, Series, Workload
-from trader.config.schema import ForecastSettings
+from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.device import DeviceChoice, choose_device
 from trader.forecast.kronos import KronosForecaster
 from trader.forecast.kronos.loading import load_model, load_tokenizer

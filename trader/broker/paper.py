@@ -24,7 +24,7 @@ from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
 from trader.broker.amend import cancel_and_replace
-from trader.config.schema import BrokerSettings
+from trader.config.trading_settings import BrokerSettings
 from trader.domain import (
     Bar,
     Fill,

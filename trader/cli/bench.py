@@ -45,6 +45,11 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trader.bench.compile import run_bench_compile  # noqa: PLC0415 - torch
+    from trader.bench.compile import CompileBenchRequest, run_bench_compile  # noqa: PLC0415
 
-    return run_bench_compile(load(args).settings, args)
+    request = CompileBenchRequest(
+        model=args.model, mode=args.mode, device=args.device, compile_mode=args.compile_mode,
+        samples=args.samples, horizons=args.horizon, data=args.data, weights=args.weights,
+        tokenizer=args.tokenizer, size=args.size, out=args.out,
+    )  # fmt: skip
+    return run_bench_compile(load(args).settings, request)

@@ -32,7 +32,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415 - loads in 50 ms: not for --help
 
-    from trader.service import Service  # noqa: PLC0415 - torch, ccxt, the whole daemon
+    from trader.service.service import Service  # noqa: PLC0415 - torch, ccxt, the whole daemon
 
     if args.replay:
         return _replay(args)
@@ -50,7 +50,8 @@ def _replay(args: argparse.Namespace) -> int:
         settings_from,
     )
     from trader.market.replay_calendars import replay_calendars  # noqa: PLC0415
-    from trader.service import ReplayRequest, Service  # noqa: PLC0415
+    from trader.service.parts import ReplayRequest  # noqa: PLC0415
+    from trader.service.service import Service  # noqa: PLC0415
 
     if args.speed is not None and not args.speed > 0:
         sys.stderr.write("trader run: --speed must be positive\n")

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from trader.clock import Clock
 from trader.config.loader import ConfigError
 from trader.daemon.reload import SettingsSource, apply_reload, plan_reload
-from trader.engine.pipeline import Engine, TickReport
+from trader.engine.pipeline import Engine
+from trader.engine.report import TickReport
 from trader.logging import get_logger
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.base import Decision, DecisionContext, stand_aside

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from trader.clock import Clock
 from trader.domain import Timeframe, from_epoch_ms, to_epoch_ms
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 from trader.logging import get_logger
 from trader.market.calendar import TradingCalendar
 from trader.market.symbol_calendars import SymbolCalendars

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from trader import __version__
-from trader.config.schema import ForecastSettings
+from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.device import cpu_name
 
 _VARIABLES = (

@@ -1,7 +1,8 @@
 """The engine: one tick pipeline for backtest, paper and live."""
 
-from trader.engine.pipeline import STAGES, Engine, EngineHooks, NoHooks, TickReport
+from trader.engine.pipeline import Engine
 from trader.engine.planning import Book, Intent, OrderPlan, Planner
+from trader.engine.report import STAGES, EngineHooks, NoHooks, TickReport
 
 __all__ = [
     "STAGES",

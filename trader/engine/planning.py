@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from trader.config.schema import RiskSettings, StrategySettings
+from trader.config.trading_settings import RiskSettings, StrategySettings
 from trader.domain import (
     ZERO,
     Direction,

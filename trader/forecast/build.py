@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trader.config.schema import ForecastSettings
+from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.device import DeviceChoice
 from trader.forecast.protocol import Forecaster

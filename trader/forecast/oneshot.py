@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trader.config.schema import ForecastSettings
+from trader.config.forecast_settings import ForecastSettings
 from trader.domain import Bar, Forecast
 from trader.exit_codes import EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.protocol import ForecastRequest
-from trader.market.files import AS_WRITTEN, ReadOptions
+from trader.market.bar_file_options import AS_WRITTEN, ReadOptions
 from trader.market.hygiene import parse_row
 from trader.market.replay import ReplayDataError, read_recording
 

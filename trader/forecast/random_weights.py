@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save_file
 from torch import nn
 
-from trader.config.schema import ForecastSettings
+from trader.config.forecast_settings import ForecastSettings
 from trader.domain import Bar, Timeframe
 from trader.forecast.kronos.config import ModelConfig, TokenizerConfig
 from trader.forecast.kronos.model import KronosModel

@@ -14,7 +14,7 @@ import ccxt.async_support as ccxt
 from ccxt.base.decimal_to_precision import TICK_SIZE
 
 from trader.clock import Clock
-from trader.config.schema import ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
 from trader.domain import Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import UnknownSymbols
 from trader.market.hygiene import RawQuote, Row

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from trader.clock import WallClock
-from trader.config.schema import ExchangeSettings
+from trader.config.market_settings import ExchangeSettings
 from trader.domain import Timeframe
 from trader.exit_codes import EX_UNAVAILABLE, EX_USAGE
 from trader.logging import get_logger

@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.logging import get_logger
-from trader.market.calendars import CalendarBuilder, CalendarFit, fit_calendar, infer_calendar
+from trader.market.calendar_fit import CalendarFit, fit_calendar, infer_calendar
+from trader.market.calendars import CalendarBuilder
 from trader.market.replay import Recording, log_reading
 from trader.market.symbol_calendars import SymbolCalendars
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.logging import get_logger

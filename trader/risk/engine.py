@@ -17,7 +17,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Literal
 
-from trader.config.schema import RiskSettings
+from trader.config.trading_settings import RiskSettings
 from trader.domain import Order, OrderType, Quote, QuoteSource, Side
 from trader.risk.state import TradingState, TradingStatus
 

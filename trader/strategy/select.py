@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from trader.config.schema import StrategySettings
+from trader.config.trading_settings import StrategySettings
 from trader.strategy.base import Strategy
 from trader.strategy.ci_guard import CiGuardStrategy
 from trader.strategy.consensus import ConsensusGate

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from trader.domain import DomainError, Fill, Forecast, Order, Signal
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 
 SCHEMA_VERSION = 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 from trader.logging import get_logger
 from trader.risk.state import TradingStatus
 from trader.telemetry.events import tick_events

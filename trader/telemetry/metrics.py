@@ -27,7 +27,7 @@ from prometheus_client import (
 
 from trader import __version__
 from trader.domain import DomainError, OrderStatus, Portfolio, Quote, QuoteSource, Side
-from trader.engine.pipeline import STAGES, TickReport
+from trader.engine.report import STAGES, TickReport
 from trader.market.hygiene import SkipCounter, SkipReason
 from trader.risk.state import TradingState, TradingStatus
 

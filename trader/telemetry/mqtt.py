@@ -22,7 +22,7 @@ from typing import Any
 
 import aiomqtt
 
-from trader.config.schema import MqttSettings
+from trader.config.daemon_settings import MqttSettings
 from trader.logging import get_logger
 from trader.telemetry.events import Event, offline_will
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +68,8 @@ def test_production_check_exits_1_when_compiling_fails_the_rule(
     monkeypatch.setattr(
         bench, "_side_by_side", lambda specs, ticks: [runs["eager"], runs["compile"]]
     )
-    args = argparse.Namespace(
-        model="toto", mode=mode, device="cpu", compile_mode=None, weights=tmp_path,
-        tokenizer=None, size="small", data=None, horizon=None, samples=None,
+    args = bench.CompileBenchRequest(
+        model="toto", mode=mode, device="cpu", weights=tmp_path, size="small",
         out=tmp_path / "report.json",
     )  # fmt: skip
     assert bench.run_bench_compile(Settings(), args) == code

@@ -10,7 +10,7 @@ import pytest
 from trader.clock import SimulatedClock
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop
 from trader.domain import Timeframe
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 from trader.market.symbol_calendars import SymbolCalendars
 
 HOUR = timedelta(hours=1)

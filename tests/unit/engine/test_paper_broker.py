@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.unit.engine.builders import T0, TF, quote
 from trader.broker import PaperBroker
-from trader.config.schema import BrokerSettings
+from trader.config.trading_settings import BrokerSettings
 from trader.domain import (
     Bar,
     Instrument,

@@ -6,7 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from tests.unit.engine.builders import T0, quote
-from trader.config.schema import RiskSettings, StrategySettings
+from trader.config.trading_settings import RiskSettings, StrategySettings
 from trader.domain import (
     Direction,
     Instrument,

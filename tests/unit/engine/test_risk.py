@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from tests.unit.engine.builders import T0, quote
-from trader.config.schema import RiskSettings
+from trader.config.trading_settings import RiskSettings
 from trader.domain import Direction, DomainError, Instrument, Order, OrderType, QuoteSource, Side
 from trader.risk import (
     OrderCheck,

@@ -14,11 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trader.domain import Timeframe, from_epoch_ms
-from trader.market.calendar import (
-    BarsPerYear,
-    CalendarRangeError,
-    TradingCalendar,
-)
+from trader.market.bars_per_year import BarsPerYear
+from trader.market.calendar import CalendarRangeError, TradingCalendar
 from trader.market.calendars import build_calendar
 
 M1, M5, H1, D1, W1 = (Timeframe(t) for t in ("1m", "5m", "1h", "1d", "1w"))

@@ -13,7 +13,7 @@ import pytest
 
 from tests.recorded import SOLUSD_15M, SOLUSDT_1H, SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.clock import SimulatedClock
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.domain import QuoteSource, Timeframe, from_epoch_ms
 from trader.market.hygiene import parse_row
 from trader.market.quotes import FixedSpread

@@ -14,7 +14,7 @@ import pytest
 
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.clock import SimulatedClock
-from trader.config.schema import MarketSettings
+from trader.config.market_settings import MarketSettings
 from trader.domain import Timeframe, from_epoch_ms
 from trader.market.hygiene import Row, SkipReason
 from trader.market.quotes import FixedSpread

@@ -22,7 +22,7 @@ from trader.domain import (
     Side,
     Signal,
 )
-from trader.engine.pipeline import TickReport
+from trader.engine.report import TickReport
 from trader.risk.state import TradingState, TradingStatus
 from trader.telemetry.events import SCHEMA_VERSION, tick_events, topic_symbol
 from trader.telemetry.metrics import Metrics

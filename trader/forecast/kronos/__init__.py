@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from trader.config.schema import KronosSettings
+from trader.config.forecast_settings import KronosSettings
 from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.predictor import KronosForecaster
 from trader.forecast.kronos.sampling import Sampling

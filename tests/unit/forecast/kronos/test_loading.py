@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.unit.forecast.kronos import builders
-from trader.config.schema import KronosSettings
+from trader.config.forecast_settings import KronosSettings
 from trader.forecast.kronos import KronosForecaster, load_kronos
 from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable

@@ -1,0 +1,92 @@
+"""Watching what rests at the venue, each tick.
+
+Per symbol with open orders: the venue's open orders, once; an order still resting there is
+settled when it filled more (or was not yet known by its venue id); one that left the book is
+looked up to learn how (filled, cancelled, expired); one whose outcome is unknown is looked up
+by its client id. An order whose expiry has passed is then cancelled at the venue (EXPIRED).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import ccxt.async_support as ccxt
+
+from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
+from trader.broker.live_book import LOOKING, OpenOrders
+from trader.broker.live_cancel import Cancelling
+from trader.broker.live_fills import FillBooking
+from trader.broker.live_unknown import OutcomeResolver
+from trader.broker.live_venue import VenueClient
+from trader.domain import Order, OrderStatus
+from trader.domain.execution import Execution
+
+
+class Polling:
+    def __init__(
+        self,
+        client: VenueClient,
+        orders: OpenOrders,
+        booking: FillBooking,
+        resolver: OutcomeResolver,
+        cancelling: Cancelling,
+    ) -> None:
+        self._client = client
+        self._orders = orders
+        self._booking = booking
+        self._resolver = resolver
+        self._cancelling = cancelling
+
+    async def poll(self, at: datetime) -> list[Execution]:
+        """Fills, ends, and expiries (cancelled at the venue) of the orders open here."""
+        executions: list[Execution] = []
+        symbols = sorted({o.symbol for o in self._orders.all()})
+        for symbol in symbols:
+            try:
+                raw = await self._client.ask(self._client.exchange.fetch_open_orders(symbol))
+                resting = {v.client_order_id: v for v in map(VenueOrder.read, raw)}
+            except ccxt.BaseError as error:
+                self._client.note("poll open orders", next(iter(self._orders.all())), error)
+                continue
+            except VenueMismatch as error:
+                self._client.log.warning("unreadable open orders", symbol=symbol, detail=str(error))
+                continue
+            for order in [o for o in self._orders.all() if o.symbol == symbol]:
+                try:
+                    done = await self._one(order, resting.get(order.client_order_id), at)
+                except VenueMismatch as error:
+                    self._client.log.error(
+                        "venue mismatch", order=order.client_order_id, detail=str(error)
+                    )
+                    continue
+                if done is not None:
+                    executions.append(done)
+                current = self._orders.get(order)
+                if (
+                    current is not None
+                    and current.expires_at is not None
+                    and current.expires_at <= at
+                ):
+                    expired = await self._cancelling.cancel(current, at, OrderStatus.EXPIRED)
+                    if expired is not None:
+                        executions.append(expired)
+        return executions
+
+    async def _one(
+        self, order: Order, resting: VenueOrder | None, at: datetime
+    ) -> Execution | None:
+        if order.status in LOOKING:
+            return await self._resolver.resolve(order, at)
+        if resting is not None:
+            if resting.filled == order.filled_amount and order.exchange_order_id is not None:
+                return None
+            return await self._booking.settle(order, resting, at)
+        try:
+            venue = await self._client.lookup(order)  # it left the book: how?
+        except ccxt.BaseError as error:
+            self._client.note("look up", order, error)
+            return None
+        if venue is None:
+            self._client.log.error("order unknown to the venue", order=order.client_order_id)
+            return None
+        return await self._booking.settle(order, venue, at)

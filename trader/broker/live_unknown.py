@@ -1,0 +1,81 @@
+"""Orders whose outcome is unknown: sent, and the answer lost (a timeout, a dropped
+connection, a 5xx, an unreadable body), or recorded before a restart and perhaps sent then.
+
+Such an order is settled only by looking it up by its client id, before anything else is
+done with it: found, it takes the venue's state and fills; not found once its window (the
+request's recvWindow plus a second of clock skew, `trader.broker.live_book`) has passed since
+it was sent, it can no longer arrive and is recorded as never having reached the venue. It
+is never sent again; a later tick decides afresh.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import ccxt.async_support as ccxt
+
+from trader.broker.ccxt_orders import VenueMismatch
+from trader.broker.live_book import OpenOrders
+from trader.broker.live_fills import FillBooking
+from trader.broker.live_venue import VenueClient
+from trader.broker.venue_errors import BrokerHalt, Classified, Meaning
+from trader.domain import Order, OrderStatus
+from trader.domain.execution import Execution
+
+
+def unreadable(error: VenueMismatch) -> Classified:
+    """An answer that cannot be read says nothing: the outcome is unknown."""
+    return Classified(Meaning.UNKNOWN, "bad_answer", str(error)[:200])
+
+
+class OutcomeResolver:
+    def __init__(self, client: VenueClient, orders: OpenOrders, booking: FillBooking) -> None:
+        self._client = client
+        self._orders = orders
+        self._booking = booking
+
+    async def lost(self, sent: Order, found: Classified, at: datetime) -> Execution:
+        """`sent` went out and its answer was lost (`found` says how): UNKNOWN, looked up at
+        once, its window starting now."""
+        unknown = sent.transition(OrderStatus.UNKNOWN)
+        self._orders.sent_now(sent)
+        self._orders.track(unknown)
+        resolved = await self.resolve(unknown, at)
+        if resolved is not None:
+            return resolved
+        return Execution(unknown, reason=f"answer lost ({found.label}): looking it up")
+
+    async def resolve(self, order: Order, at: datetime) -> Execution | None:
+        """Settle an UNKNOWN order by looking it up; None while it stays unknown."""
+        try:
+            venue = await self._client.lookup(order)
+        except BrokerHalt:
+            raise
+        except (ccxt.BaseError, VenueMismatch) as error:
+            if isinstance(error, ccxt.BaseError):
+                self._client.note("look up", order, error)
+            return None
+        if venue is not None:
+            return await self._booking.settle(order, venue, at, reason="found at the venue")
+        if not self._orders.window_passed(order):
+            return None
+        never = order.transition(OrderStatus.REJECTED)
+        self._orders.track(never)
+        window = self._orders.window_s
+        why = f"never reached the venue: not found {window:.0f}s after it was sent"
+        self._client.log.info("order never arrived", order=order.client_order_id)
+        return Execution(never, reason=why)
+
+    async def look_first(self, order: Order, at: datetime) -> Execution | None:
+        """A restarted order's state at the venue; None when the venue does not have it."""
+        try:
+            venue = await self._client.lookup(order)
+        except ccxt.BaseError as error:
+            found = self._client.note("look up", order, error)
+            return await self.lost(order.transition(OrderStatus.SUBMITTED), found, at)
+        except VenueMismatch as error:
+            return await self.lost(order.transition(OrderStatus.SUBMITTED), unreadable(error), at)
+        if venue is None:
+            return None
+        settled = await self._booking.settle(order, venue, at, reason="sent before a restart")
+        return settled or Execution(self._orders.latest(order))

@@ -1,0 +1,48 @@
+"""The settings of `trader backtest`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from trader.config.section import Section
+from trader.config.trading_settings import StrategyName
+
+
+class BacktestSettings(Section):
+    strategies: list[StrategyName] = Field(
+        ["simple", "ci_guard", "maxdiff"],
+        min_length=1,
+        description="strategies `trader backtest` compares (--strategy overrides)",
+    )
+    cache_dir: Path = Field(
+        Path("var/forecast-cache"),
+        description="forecasts computed for backtests, keyed by model, weights, parameters and "
+        "data: re-running strategies over the same forecasts costs only the simulation",
+    )
+    batch_windows: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="windows per model call when forecasting history; part of the cache key "
+        "(batches are fixed by the clock, so the sampler's seeds depend on it)",
+    )
+    max_skipped_share: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="a run whose symbols skipped more than this share of their ticks (or "
+        "any tick failed) exits 1, listing why, unless --allow-skips",
+    )
+    on_halt: Literal["stop", "resume_next_day", "reduce_only"] = Field(
+        "reduce_only",
+        description="what a halt (the daily loss limit) does in a backtest: stop (no order "
+        "for the rest of the run), resume_next_day (halted until the next day), reduce_only "
+        "(only orders that shrink a position until the next day); the daemon's halt always "
+        "waits for a person",
+    )
+    risk_free_rate: float = Field(
+        0.0, ge=0, lt=1, description="annual risk-free rate taken off returns in Sharpe/Sortino"
+    )

@@ -1,0 +1,93 @@
+"""The settings of trading itself: the strategy, the risk limits and the broker."""
+
+from __future__ import annotations
+
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from trader.config.section import Fraction, Money, Section
+
+StrategyName = Literal["simple", "ci_guard", "maxdiff"]
+
+
+class StrategySettings(Section):
+    name: StrategyName = Field("ci_guard", description="simple, ci_guard or maxdiff")
+    per_symbol: dict[str, StrategyName] = Field(
+        {}, description='strategy for particular symbols, e.g. {"SOL/USDT" = "maxdiff"}'
+    )
+    allow_short: bool = Field(False, description="short where the venue allows it")
+    consensus: bool = Field(
+        False, description="trade only when the primary and the consensus model agree"
+    )
+    consensus_model: Literal["toto", "kronos", "baseline"] = Field(
+        "kronos", description="the second model the consensus gate asks"
+    )
+    position_fraction: Fraction = Field(
+        0.2, description="a position's size as a share of equity (then capped by risk)"
+    )
+    ci_lower_quantile: float = Field(0.4, gt=0, lt=0.5, description="ci_guard band: lower level")
+    ci_upper_quantile: float = Field(0.6, gt=0.5, lt=1, description="ci_guard band: upper level")
+    ci_multiplier: float = Field(1.0, gt=0, description="ci_guard band width multiplier")
+    maxdiff_entry_quantile: float = Field(
+        0.2, gt=0, lt=0.5, description="maxdiff buys at this quantile of the forecast low"
+    )
+    maxdiff_exit_quantile: float = Field(
+        0.8, gt=0.5, lt=1, description="maxdiff sells at this quantile of the forecast high"
+    )
+
+
+class RiskSettings(Section):
+    max_order_notional: Money = Field(Decimal(1000), description="largest single order, in cash")
+    max_position_notional: Money = Field(Decimal(2500), description="largest position per symbol")
+    max_total_exposure: Money = Field(Decimal(5000), description="largest sum of |positions|")
+    max_orders_per_minute: int = Field(10, ge=1, description="order rate limit")
+    max_daily_loss: Fraction = Field(0.05, description="halt after losing this share of equity")
+    max_drawdown: Fraction = Field(0.10, description="halt after this drawdown from today's peak")
+    min_edge_bps: float = Field(5.0, ge=0, description="expected edge required after fees+spread")
+
+
+class BrokerSettings(Section):
+    mode: Literal["paper", "live"] = Field("paper", description="paper or live")
+    live_confirmation: bool = Field(
+        False, description="must be true, with mode = live and API keys, to trade real money"
+    )
+    currency: str = Field("USDT", description="cash currency; every symbol is quoted in it")
+    starting_cash: Money = Field(Decimal(10000), description="paper account's starting cash")
+    maker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper maker fee")
+    taker_fee_bps: Decimal = Field(Decimal(10), ge=0, description="paper taker fee")
+    slippage_bps: Decimal = Field(Decimal(2), ge=0, description="paper market-order slippage")
+    max_volume_share: Fraction = Field(
+        0.1, description="paper: a fill takes at most this share of a bar's volume (or quote size)"
+    )
+    on_shutdown: Literal["keep", "cancel"] = Field(
+        "keep", description="what to do with open orders on a clean stop"
+    )
+    capital_share: Fraction = Field(
+        1.0,
+        description="live: trade with at most this share of the account's cash balance when "
+        "the ledger's account is opened (0.1: start live with 10% of capital)",
+    )
+    capital_limit: Money | None = Field(
+        None, description="live: and with at most this much cash, whatever the balance"
+    )
+    unknown_orders: Literal["leave", "cancel"] = Field(
+        "leave",
+        description="live: orders on the venue the ledger does not know, found when "
+        "reconciling: reported and left alone, or reported and cancelled",
+    )
+    recv_window_ms: int = Field(
+        5000,
+        ge=100,
+        le=60000,
+        description="live: how long a signed request stays valid at the venue; an order whose "
+        "answer was lost and that cannot be found after this long never arrived",
+    )
+    lock_dir: Path = Field(
+        Path(tempfile.gettempdir()) / "trader-locks",
+        description="live: host-wide folder of symbol locks, so two daemons on one host never "
+        "trade the same symbol of the same account",
+    )

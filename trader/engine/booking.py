@@ -1,0 +1,86 @@
+"""The tick's ledger stage: value the portfolio, let the risk engine see the equity, and write
+everything the tick did (fills, orders, positions, how far the market was read, the tick's
+record, a change of the trading state) to the ledger in one transaction. And the rollback: a
+tick whose fills or orders failed half-way goes back to what the ledger holds, so half of its
+money is never booked."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from structlog.typing import FilteringBoundLogger
+
+from trader.domain import ZERO
+from trader.engine.account import Account
+from trader.engine.report import EngineHooks, TickReport, announce
+from trader.engine.valuation import current_marks, exposures
+from trader.ledger.trading import TickRecord, TradingLedger
+from trader.market.step import MarketDataStep, TickData
+from trader.risk.engine import RiskEngine
+
+
+class TickBooking:
+    def __init__(
+        self,
+        *,
+        market: MarketDataStep,
+        risk: RiskEngine,
+        ledger: TradingLedger,
+        account: Account,
+        log: FilteringBoundLogger,
+    ) -> None:
+        self._market = market
+        self._risk = risk
+        self._ledger = ledger
+        self._account = account
+        self._log = log
+
+    async def commit(
+        self, data: TickData | None, at: datetime, report: TickReport, hooks: EngineHooks
+    ) -> None:
+        account, risk = self._account, self._risk
+        marks = current_marks(self._market.windows, data)
+        equity = account.portfolio.equity(marks)
+        exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
+        change = risk.observe_equity(at, equity) or account.halted_by
+        account.halted_by = None
+        report.equity, report.status = equity, risk.status
+        report.marks, report.drawdown = marks, risk.drawdown(equity)
+        record = TickRecord(
+            at=at,
+            outcome=report.outcome,
+            ready=len(report.ready),
+            skipped=report.skipped,
+            timings=report.timings,
+            forecasts=report.forecasts,
+            decisions=report.decisions,
+            equity=equity,
+            cash=account.portfolio.cash,
+            exposure=exposure,
+            drawdown=risk.drawdown(equity),
+            status=risk.status,
+            day=risk.day,
+        )
+        try:
+            await self._ledger.commit_tick(
+                account.executions, account.portfolio, account.cursor_moves, record, change
+            )
+        except Exception:
+            # Nothing of this tick is booked: forget it here too, and stop trading until a
+            # person has looked (the disk may be full, the file unwritable).
+            account.recover(await self._ledger.load())
+            risk.halt("the ledger could not book a tick", at)
+            raise
+        account.cursor.update(account.cursor_moves)
+        report.portfolio = account.portfolio
+        if change is not None:
+            announce(change, hooks, self._log)
+
+    async def roll_back(self, at: datetime) -> None:
+        """Back to what the ledger holds, after a tick's fills or orders failed half-way."""
+        try:
+            self._account.recover(await self._ledger.load())
+        except Exception:
+            # Memory and ledger may now disagree: nothing trades until a person looks.
+            self._risk.halt("a failed tick could not be rolled back", at)
+            raise

@@ -1,0 +1,76 @@
+"""What one tick tells the outside: its report, and the hooks telemetry attaches to (told after
+each tick and each change of the trading state). The stages of the tick write the report as
+they go; nothing here depends on them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from trader.domain import ZERO, Fill, Forecast, Order, Portfolio, Quote, Signal
+from trader.market.step import TickData
+from trader.risk.engine import Verdict
+from trader.risk.state import TradingStatus
+
+STAGES = ("data", "fills", "forecast", "strategy", "orders", "ledger")  # "rollback" when needed
+
+
+@dataclass
+class TickReport:
+    at: datetime
+    timings: dict[str, float] = field(default_factory=dict)
+    failed_stages: list[str] = field(default_factory=list)
+    ready: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    forecasts: list[Forecast] = field(default_factory=list)
+    decisions: list[Signal] = field(default_factory=list)
+    orders: list[Order] = field(default_factory=list)  # every order state change this tick
+    fills: list[Fill] = field(default_factory=list)
+    refusals: list[tuple[str, Verdict]] = field(default_factory=list)
+    equity: Decimal = ZERO
+    status: TradingStatus | None = None
+    # For telemetry: the quotes the tick priced with, the marks its equity used, the
+    # drawdown it saw, and the portfolio once booked (None when the tick could not book).
+    quotes: dict[str, Quote] = field(default_factory=dict)
+    marks: dict[str, Decimal] = field(default_factory=dict)
+    drawdown: float = 0.0
+    portfolio: Portfolio | None = None
+
+    @property
+    def outcome(self) -> str:
+        """ok; degraded (a stage failed, the tick still booked); failed (nothing booked)."""
+        if {"data", "ledger", "rollback"} & set(self.failed_stages):
+            return "failed"
+        return "degraded" if self.failed_stages else "ok"
+
+    def saw(self, data: TickData) -> None:
+        """What the data step found: the symbols ready, their quotes, why the others skip."""
+        self.ready = list(data.ready)
+        self.quotes = {s: d.quote for s, d in data.ready.items()}
+        self.skipped = {s: str(r) for s, r in data.skipped.items()}
+
+
+class EngineHooks(Protocol):
+    """Where telemetry attaches (Prometheus, MQTT): told after each tick and state change."""
+
+    def on_tick(self, report: TickReport) -> None: ...
+
+    def on_state(self, status: TradingStatus) -> None: ...
+
+
+class NoHooks:
+    def on_tick(self, report: TickReport) -> None:
+        return None
+
+    def on_state(self, status: TradingStatus) -> None:
+        return None
+
+
+def announce(change: TradingStatus, hooks: EngineHooks, log: FilteringBoundLogger) -> None:
+    """A change of the trading state, once it is recorded: logged, and told to the hooks."""
+    log.warning("trading state", state=str(change.state), reason=change.reason)
+    hooks.on_state(change)

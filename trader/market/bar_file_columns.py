@@ -1,0 +1,91 @@
+"""Which columns of a bar file hold the times and the prices, by name, whatever tool wrote it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from trader.market.bar_file_options import ReadOptions, ReplayDataError
+from trader.market.bar_file_report import listed
+
+TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
+PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
+QUOTE_VOLUME_COLUMNS = ("amount", "quote_volume", "quote_asset_volume")
+# What pandas and pyarrow call an index written without a name: first in a CSV, anywhere
+# (last, in fact) in a Parquet file.
+_INDEX_NAMES = ("", "unnamed: 0")
+_PANDAS_INDEX = "__index_level_0__"
+
+
+def _by_lowered(names: Sequence[str]) -> dict[str, list[str]]:
+    lowered: dict[str, list[str]] = {}
+    for name in names:
+        lowered.setdefault(name.strip().lower(), []).append(name)
+    return lowered
+
+
+def time_columns(names: list[str], options: ReadOptions, path: Path) -> tuple[list[str], str]:
+    """The column(s) holding the times, and how they were found."""
+    lowered = _by_lowered(names)
+    if options.time_column is not None:
+        given = options.time_column
+        match = [given] if given in names else lowered.get(given.strip().lower(), [])[:1]
+        if not match:
+            raise ReplayDataError(f"{path}: no column {given!r} (its columns: {listed(names)})")
+        return match, "given"
+    for candidate in TIME_COLUMNS:
+        if candidate in lowered:
+            # Date and time of day in two columns, as MetaTrader and many spreadsheets write.
+            if candidate == "date" and "time" in lowered:
+                return [lowered["date"][0], lowered["time"][0]], "named"
+            return [lowered[candidate][0]], "named"
+    if names and names[0].strip().lower() in _INDEX_NAMES:
+        return [names[0]], "first column"
+    if _PANDAS_INDEX in names:
+        return [_PANDAS_INDEX], "pandas index"
+    raise ReplayDataError(
+        f"{path}: no column among {', '.join(TIME_COLUMNS)} and no unnamed index column (its "
+        f"columns: {listed(names)}); say which holds the times with --time-column NAME"
+    )
+
+
+def time_values(table: pa.Table, names: list[str]) -> pa.Array:
+    """The times as one array: a date and a time of day in two columns joined by a space."""
+    if len(names) == 1:
+        return table.column(names[0]).combine_chunks()
+    parts = [pc.cast(table.column(name), pa.string()) for name in names]
+    return pc.binary_join_element_wise(*parts, " ").combine_chunks()
+
+
+def value_columns(
+    table: pa.Table, time_names: list[str], path: Path
+) -> tuple[list[pa.Array], tuple[str, ...]]:
+    """open, high, low, close, volume (and the quote volume if there is one) as float64, and
+    the columns ignored. Names match exactly but for case: "Adj Close" is never the close."""
+    names = [str(name) for name in table.column_names]
+    lowered = _by_lowered(names)
+    missing = [name for name in PRICE_COLUMNS if name not in lowered]
+    if missing:
+        raise ReplayDataError(
+            f"{path}: no {', '.join(missing)} column (its columns: {listed(names)})"
+        )
+    twice = [lowered[name] for name in PRICE_COLUMNS if len(lowered[name]) > 1]
+    if twice:
+        raise ReplayDataError(f"{path}: columns {listed(twice[0])} differ only in case")
+    chosen = [lowered[name][0] for name in PRICE_COLUMNS]
+    quote = next((lowered[n][0] for n in QUOTE_VOLUME_COLUMNS if n in lowered), None)
+    chosen += [quote] if quote is not None else []
+    ignored = tuple(n for n in names if n not in chosen and n not in time_names)
+    return [_numbers(table, name, path) for name in chosen], ignored
+
+
+def _numbers(table: pa.Table, name: str, path: Path) -> pa.Array:
+    try:
+        return pc.cast(table.column(name), pa.float64()).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise ReplayDataError(
+            f"{path}: column {name} does not hold numbers ({str(error).splitlines()[0]})"
+        ) from None

@@ -1,0 +1,164 @@
+"""Which calendar a file of bars follows: a named one checked against the data, or the best of
+the candidates inferred from it, with an explanation people can read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from trader.domain import Timeframe
+from trader.market.calendar import TradingCalendar
+from trader.market.calendar_trials import TIE, Label, Trial, distinct, pick, trial, trials
+from trader.market.calendar_units import Int64s
+from trader.market.calendars import CONTINUOUS, CalendarBuilder
+
+DEFAULT_CANDIDATES: tuple[str, ...] = (
+    "fx",
+    "XNYS",
+    "XSHG",
+    "XHKG",
+    "XTKS",
+    "XLON",
+    "XETR",
+    "XASX",
+    "XTSE",
+)
+CONTINUOUS_MISSING = 0.01  # continuous when at most this share of its expected bars is missing
+
+
+@dataclass(frozen=True, eq=False)
+class CalendarFit:
+    """A calendar checked against a file's bars."""
+
+    calendar: TradingCalendar
+    starts_ms: Int64s  # the data's bar starts as the calendar reads them, in the data's order
+    timezone: str  # the zone naive times were read in: "UTC" unless restamped
+    label: Label  # whether the data's times are bar starts or bar ends
+    in_session: float  # share of the data's bars on expected starts
+    expected: int  # expected bars inside the data's first..last span
+    missing: int  # expected bars absent from the data
+    explanation: str
+
+
+def _reading(chosen: Trial, plain: Trial | None, naive: bool) -> str:
+    if chosen.plain:
+        return ""
+    ends = "bar ends" if chosen.label == "end" else "bar starts"
+    text = f"naive times read as {chosen.timezone} {ends}" if naive else f"times read as {ends}"
+    if chosen.calendar.anchor == "session":
+        text += ", bars anchored at session opens"
+    if plain is not None:
+        as_plain = "as UTC starts" if naive else "as bar starts"
+        text += f" ({as_plain} only {_share(plain.on, plain.bars)} fit)"
+    return "; " + text
+
+
+def _share(part: int, whole: int) -> str:
+    """A percentage that reads 100.0% only when it is: 4,998 of 5,000 is 99.96%."""
+    text = f"{part / whole:.1%}" if whole else "0.0%"
+    return f"{part / whole:.2%}" if text == "100.0%" and part < whole else text
+
+
+def _summary(chosen: Trial) -> str:
+    where = "on its grid" if chosen.calendar.continuous else "in its sessions"
+    off = f" ({chosen.bars - chosen.on:,} outside)" if chosen.on < chosen.bars else ""
+    return (
+        f"{_share(chosen.on, chosen.bars)} of {chosen.bars:,} bars {where}{off},"
+        f" {chosen.missing:,} of {chosen.expected:,} expected bars missing"
+    )
+
+
+def _fit(chosen: Trial, explanation: str) -> CalendarFit:
+    return CalendarFit(
+        calendar=chosen.calendar,
+        starts_ms=chosen.starts,
+        timezone=chosen.timezone,
+        label=chosen.label,
+        in_session=chosen.in_session,
+        expected=chosen.expected,
+        missing=chosen.missing,
+        explanation=explanation,
+    )
+
+
+def _as_starts(starts_ms: ArrayLike) -> Int64s:
+    starts = np.asarray(starts_ms, dtype=np.int64).reshape(-1)
+    if starts.size == 0:
+        raise ValueError("no bars to fit a calendar to")
+    return starts
+
+
+def fit_calendar(
+    name: str,
+    starts_ms: ArrayLike,
+    timeframe: Timeframe,
+    *,
+    naive: bool,
+    builder: CalendarBuilder | None = None,
+) -> CalendarFit:
+    """The calendar named `name`, checked against the data; with naive times, also read in
+    the market's zone and as bar ends, keeping the best reading. A poor fit is returned all the
+    same (the caller warns), its explanation saying so."""
+    starts = _as_starts(starts_ms)
+    readings = trials(builder or CalendarBuilder(), name, starts, timeframe, naive)
+    chosen = pick(readings)
+    poor = chosen is None
+    if chosen is None:
+        chosen = max(readings, key=lambda t: t.in_session)  # max keeps the first of equals
+    plain = readings[0] if readings[0] is not chosen else None
+    text = f"{chosen.calendar.name} as named: {_summary(chosen)}{_reading(chosen, plain, naive)}"
+    if poor:
+        outside = _share(chosen.bars - chosen.on, chosen.bars)
+        text += f"; a poor fit: {outside} of the bars fall outside its sessions"
+    return _fit(chosen, text)
+
+
+def infer_calendar(
+    starts_ms: ArrayLike,
+    timeframe: Timeframe,
+    *,
+    naive: bool,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    builder: CalendarBuilder | None = None,
+) -> CalendarFit:
+    """The calendar the data follows: continuous when at most 1% of its bars are missing,
+    otherwise the candidate reading with the fewest missing among those holding >= 99.5% of the
+    bars in their sessions; continuous (said so) when none does."""
+    starts = _as_starts(starts_ms)
+    always = TradingCalendar.always_open(CONTINUOUS)
+    continuous = trial(always, starts, distinct(starts), timeframe, "UTC", "start")
+    if continuous.qualifies() and continuous.missing_share <= CONTINUOUS_MISSING:
+        return _fit(continuous, f"continuous inferred: {_summary(continuous)}")
+    builder = builder or CalendarBuilder()
+    readings: list[Trial] = []
+    for name in candidates:
+        try:
+            found = trials(builder, name, starts, timeframe, naive)
+        except ValueError:  # the exchange cannot be built over the data's span, or no such
+            continue  # timeframe there (2d): it cannot be this data's calendar
+        readings.extend(found)
+        if any(t.qualifies() and t.missing_share <= TIE for t in found):
+            break  # no later candidate can win: the best it could do is a tie, which this wins
+    chosen = pick(readings)
+    if chosen is None:
+        nearest = max(readings, key=lambda t: t.in_session, default=None)
+        near = (
+            f" (nearest: {nearest.calendar.name},"
+            f" {_share(nearest.on, nearest.bars)} of bars in its sessions)"
+            if nearest is not None
+            else ""
+        )
+        return _fit(
+            continuous,
+            f"no calendar fits{near}; treated as continuous: {continuous.missing:,} of"
+            f" {continuous.expected:,} expected bars missing ({continuous.missing_share:.1%})",
+        )
+    first = next(t for t in readings if t.calendar.name == chosen.calendar.name)
+    plain = first if first is not chosen else None
+    return _fit(
+        chosen,
+        f"{chosen.calendar.name} inferred: {_summary(chosen)}{_reading(chosen, plain, naive)}",
+    )

@@ -1,0 +1,55 @@
+"""/readyz's checks beyond start-up and the exchange: fresh data and a trading state that is
+not halted. Each answers (ok, why) in words an operator can act on."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from trader.domain import Timeframe
+from trader.market.hygiene import SkipReason
+from trader.risk.state import TradingState
+from trader.service.parts import Parts
+from trader.telemetry.readiness import Verdict
+
+
+def data_check(parts: Parts) -> tuple[bool, str]:
+    """Fresh: a tick within a bar and the settle delay (live), no skipped symbol, a good
+    quote for every symbol (live)."""
+    venue, report, settings = parts.venue, parts.last_report, parts.settings
+    assert venue is not None
+    problems: list[str] = []
+    if report is None:
+        if venue.kind == "replay":
+            problems.append("no tick yet")
+    else:
+        # The data step's words where it has them ("gap: 12 of 16 bars in a row ...").
+        status = parts.engine.market.status if parts.engine is not None else {}
+        problems += [f"{s}: {status.get(s, r)}" for s, r in report.skipped.items()]
+        schedule = settings.schedule
+        allowed = Timeframe(settings.market.timeframe).duration + timedelta(
+            seconds=schedule.settle_delay_s + schedule.misfire_grace_s
+        )
+        if venue.kind == "live" and venue.clock.now() - report.at > allowed:
+            problems.append(f"no tick since {report.at.isoformat()}")
+    if venue.kind == "live":
+        for symbol in settings.market.symbols:
+            quote = parts.quotes.get(symbol)
+            if quote is None:
+                problems.append(f"{symbol}: no quote yet")
+            elif isinstance(quote, SkipReason):
+                problems.append(f"{symbol}: quote {quote}")
+    unique = list(dict.fromkeys(problems))
+    return (not unique, "; ".join(unique) or "fresh")
+
+
+def trading_state_check(parts: Parts) -> tuple[bool, str]:
+    engine = parts.engine
+    assert engine is not None
+    status = engine.risk.status
+    return (status.state is not TradingState.HALTED, f"{status.state}: {status.reason}")
+
+
+def publish_verdict(parts: Parts, verdict: Verdict) -> None:
+    """Each /readyz answer (and each heartbeat) sets the readiness metric."""
+    if parts.metrics is not None:
+        parts.metrics.ready.set(verdict.ready)

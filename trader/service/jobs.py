@@ -1,0 +1,162 @@
+"""The jobs that run on the wall clock between ticks: the real bid/ask for readiness and the
+metrics, an equity snapshot at those quotes, the MQTT heartbeat and a periodic reconciliation
+with the broker. A job that misses its slot is counted, never queued up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from decimal import Decimal
+
+from structlog.typing import FilteringBoundLogger as Logger
+
+from trader.daemon.jobs import WallJobs
+from trader.domain import DomainError, Quote
+from trader.market.feed import ExchangeCallFailed
+from trader.market.hygiene import SkipReason, check_quote
+from trader.market.quotes import synthetic_quote
+from trader.service.exchange import ExchangeConnection
+from trader.service.health import publish_verdict
+from trader.service.parts import Parts
+from trader.telemetry import events
+
+
+async def reconcile(parts: Parts, lock: asyncio.Lock, log: Logger) -> None:
+    """Reconcile the ledger with the broker (between ticks) and mark /readyz's "reconciled"."""
+    engine, venue = parts.engine, parts.venue
+    assert engine is not None
+    assert venue is not None
+    async with lock:
+        try:
+            report = await engine.reconcile(venue.clock.now())
+        except Exception:
+            log.exception("reconciliation failed")
+            return
+    parts.readiness.mark(
+        "reconciled",
+        bool(engine.reconciled),
+        report.summary if not engine.reconciled else "reconciled",
+    )
+
+
+class ScheduledJobs:
+    def __init__(
+        self, parts: Parts, exchange: ExchangeConnection, lock: asyncio.Lock, log: Logger
+    ) -> None:
+        self._parts = parts
+        self._exchange = exchange
+        self._lock = lock
+        self._log = log
+
+    def start(self) -> WallJobs:
+        schedule = self._parts.settings.schedule
+        jobs = WallJobs(on_skipped=self._skipped)
+        jobs.every("quotes", schedule.quote_poll_interval_s, self.poll_quotes)
+        jobs.every(
+            "reconcile", schedule.reconcile_interval_s, self.reconcile,
+            first_in_s=schedule.reconcile_interval_s,
+        )  # fmt: skip
+        jobs.every("equity", schedule.equity_snapshot_interval_s, self.snapshot_equity)
+        if self._parts.link is not None:
+            jobs.every("heartbeat", self._parts.settings.mqtt.heartbeat_interval_s, self.heartbeat)
+        jobs.start()
+        return jobs
+
+    async def reconcile(self) -> None:
+        await reconcile(self._parts, self._lock, self._log)
+
+    async def poll_quotes(self) -> None:
+        parts = self._parts
+        engine, venue, metrics, market = (
+            parts.engine,
+            parts.venue,
+            parts.metrics,
+            parts.settings.market,
+        )
+        if engine is None or venue is None or metrics is None:
+            return
+        now = venue.clock.now()
+        max_age = timedelta(seconds=market.max_quote_age_s)
+        symbols = list(market.symbols)
+        quotes: dict[str, Quote | SkipReason] = {}
+        if market.add_latest:
+            try:
+                raw = await engine.market.feed.top_of_book(symbols)
+            except ExchangeCallFailed as error:
+                self._exchange.set(False, f"{engine.market.feed.name} unreachable: {error.kind}")
+                parts.quotes = dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE)
+                return
+            self._exchange.set(True, "reachable")
+            quotes = {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}
+        else:
+            for symbol in symbols:
+                last = engine.market.windows[symbol].last
+                quotes[symbol] = (
+                    check_quote(synthetic_quote(last), symbol, now, max_age)
+                    if last is not None
+                    else SkipReason.NO_QUOTE
+                )
+        parts.quotes = quotes
+        for symbol, quote in quotes.items():
+            if isinstance(quote, Quote):
+                metrics.observe_quote(symbol, quote, now)
+
+    async def snapshot_equity(self) -> None:
+        """Positions marked at the latest quotes between ticks (metrics and a pnl event); the
+        ledger keeps the equity each tick booked."""
+        parts = self._parts
+        engine, metrics, venue = parts.engine, parts.metrics, parts.venue
+        if engine is None or metrics is None or venue is None:
+            return
+        marks: dict[str, Decimal] = {}
+        for symbol, window in engine.market.windows.items():
+            if window.last is not None:
+                marks[symbol] = Decimal(repr(window.last.close))
+        marks.update({s: q.mid for s, q in parts.quotes.items() if isinstance(q, Quote)})
+        portfolio = engine.portfolio
+        try:
+            equity = portfolio.equity(marks)
+            unrealized = portfolio.unrealized_pnl(marks)
+        except DomainError:
+            return  # a position with no price yet: nothing is guessed
+        drawdown = engine.risk.drawdown(equity)
+        metrics.observe_book(portfolio, marks, equity, drawdown)
+        if parts.link is not None:
+            parts.link.publish(
+                events.pnl(
+                    parts.settings.instance,
+                    venue.clock.now(),
+                    equity=equity,
+                    cash=portfolio.cash,
+                    fees_paid=portfolio.fees_paid,
+                    drawdown=drawdown,
+                    positions={s: p.amount for s, p in portfolio.positions.items()},
+                    realized=dict(portfolio.realized_pnl),
+                    unrealized=unrealized,
+                    source="snapshot",
+                )
+            )
+
+    async def heartbeat(self) -> None:
+        parts = self._parts
+        if parts.link is None or parts.venue is None:
+            return
+        verdict = parts.readiness.evaluate()
+        publish_verdict(parts, verdict)
+        last = parts.last_report.at.isoformat() if parts.last_report else None
+        parts.link.publish(
+            events.heartbeat(
+                parts.settings.instance,
+                parts.venue.clock.now(),
+                ready=verdict.ready,
+                not_ready=verdict.reasons(),
+                uptime_s=round(time.monotonic() - parts.started, 1),
+                last_tick=last,
+                trading_state=str(parts.engine.risk.state) if parts.engine is not None else None,
+            )
+        )
+
+    def _skipped(self, job: str) -> None:
+        if self._parts.metrics is not None:
+            self._parts.metrics.jobs_missed.labels(job=job).inc()

@@ -1,0 +1,242 @@
+"""Start-up after telemetry, in the order that shows an operator the most useful failure
+first. Each step names itself (/readyz, the systemd status, the log); a step that cannot go on
+raises `StartupFailed` with its exit code and the fix. An unreachable exchange is not one of
+them: trading waits for it while the rest starts."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+from datetime import datetime
+from functools import partial
+
+from structlog.typing import FilteringBoundLogger as Logger
+
+from trader.broker.safety import StartRefused
+from trader.daemon.control import Controller
+from trader.daemon.inference import (
+    InferenceWorker,
+    ModelSlot,
+    leave_a_core_to_the_loop,
+    warm_up_requests,
+)
+from trader.daemon.reload import SettingsSource
+from trader.domain import DomainError, Timeframe
+from trader.engine.pipeline import Engine
+from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_UNAVAILABLE
+from trader.forecast.build import ModelUnavailable, build_forecaster
+from trader.forecast.device import DeviceChoice, DeviceUnavailable
+from trader.ledger.database import Database, LedgerError
+from trader.ledger.trading import TradingLedger
+from trader.runner import (
+    Venue,
+    build_engine,
+    live_venue,
+    model_device,
+    model_names,
+    replay_times,
+    replay_venue,
+)
+from trader.service import health
+from trader.service.control_surface import ControlSurface
+from trader.service.exchange import ExchangeConnection
+from trader.service.jobs import ScheduledJobs, reconcile
+from trader.service.parts import Parts, StartupFailed
+from trader.service.shutdown import close_ledger
+from trader.service.status import model_fields, publish_status, runtime, status_text
+from trader.service.ticking import Ticking
+from trader.telemetry.hooks import TelemetryHooks
+from trader.telemetry.metrics import CountedSkips
+
+
+class Startup:
+    def __init__(
+        self,
+        parts: Parts,
+        exchange: ExchangeConnection,
+        ticking: Ticking,
+        control: ControlSurface,
+        reload_source: SettingsSource,
+        log: Logger,
+    ) -> None:
+        self._parts = parts
+        self._exchange = exchange
+        self._ticking = ticking
+        self._control = control
+        self._reload_source = reload_source
+        self._log = log
+
+    async def run(self, stack: AsyncExitStack) -> None:
+        parts = self._parts
+        self._step("device check")
+        device = self._check_device()
+
+        self._step("ledger recovery")
+        database = await self._open_ledger(stack)
+        venue = self._make_venue(await TradingLedger(database).last_tick())
+        if venue is None:
+            return  # a replay with every tick in the ledger already
+        worker = InferenceWorker(str(device.device))
+        engine = await self._recover(stack, database, venue, worker, device)
+        lock = asyncio.Lock()
+        parts.controller = Controller(
+            engine, lock, venue.clock, self._reload_source, on_reloaded=self._control.on_reloaded
+        )
+
+        self._step("broker reconciliation")
+        await reconcile(parts, lock, self._log)
+
+        self._step("market data")
+        if not await self._exchange.start_market():
+            parts.background(self._exchange.keep_connecting(), "market connect")
+
+        self._step("model load and warm-up")
+        await self._load_models(worker, device)
+
+        self._step("scheduler")
+        parts.ticks = self._ticking.loop(lock)
+        parts.jobs = ScheduledJobs(parts, self._exchange, lock, self._log).start()
+
+        self._ready(venue)
+
+    def _step(self, step: str) -> None:
+        self._parts.phase = f"starting: {step}"
+        self._parts.readiness.mark("started", False, self._parts.phase)
+        self._parts.notifier.status(self._parts.phase)
+        self._log.info("start-up", step=step)
+
+    def _check_device(self) -> DeviceChoice:
+        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        assert metrics is not None
+        try:
+            parts.device = device = model_device(settings)
+        except DeviceUnavailable as error:
+            raise StartupFailed(EX_UNAVAILABLE, "device check", str(error)) from error
+        metrics.describe_device(device.describe())
+        if device.device.type == "cpu" and model_names(settings) != ["baseline"]:
+            self._log.info("inference threads", torch_threads=leave_a_core_to_the_loop())
+        # The series exist from the first scrape, with the mode the settings ask for.
+        metrics.prepare_models(
+            (name, str(device.device), runtime(settings, name)) for name in model_names(settings)
+        )
+        return device
+
+    async def _open_ledger(self, stack: AsyncExitStack) -> Database:
+        try:
+            database = await Database.open(self._parts.settings.ledger.path)
+        except LedgerError as error:
+            raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
+        stack.push_async_callback(close_ledger, database, self._log)
+        return database
+
+    def _make_venue(self, last: datetime | None) -> Venue | None:
+        """Where bars, quotes and time come from; None for a replay with nothing left to run."""
+        parts, settings, replay = self._parts, self._parts.settings, self._parts.replay
+        if replay is None:
+            try:
+                parts.venue = live_venue(settings, last, self._exchange.on_error)
+            except ValueError as error:
+                raise StartupFailed(EX_CONFIG, "market data", str(error)) from error
+            return parts.venue
+        times = replay_times(settings, replay.replay, last)
+        if not times:
+            self._log.info("replay: every tick is in the ledger already", last=str(last))
+            return None
+        parts.venue = replay_venue(settings, replay.replay, times, replay.speed, resume_after=last)
+        return parts.venue
+
+    async def _recover(
+        self,
+        stack: AsyncExitStack,
+        database: Database,
+        venue: Venue,
+        worker: InferenceWorker,
+        device: DeviceChoice,
+    ) -> Engine:
+        """The engine, from the ledger: cash, positions, open orders, the trading state."""
+        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        assert metrics is not None
+        parts.readiness.add("exchange", self._exchange.check)
+        parts.readiness.add("data", partial(health.data_check, parts))
+        parts.readiness.mark("model", False, "not loaded yet")
+        parts.slots = [ModelSlot(n, device.device, metrics) for n in model_names(settings)]
+        hooks = TelemetryHooks(
+            metrics, settings.instance, parts.link,
+            on_tick=self._ticking.after_report, on_state=self._ticking.on_state,
+        )  # fmt: skip
+        try:
+            engine = await build_engine(
+                settings, venue.feed, database, venue.clock.now(), forecasters=parts.slots,
+                hooks=hooks, inference=worker.executor, start_market=False,
+                calendars=venue.calendars,
+            )  # fmt: skip
+        except (LedgerError, DomainError) as error:
+            worker.shutdown()
+            raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
+        except StartRefused as error:  # live: another instance holds a symbol, and the like
+            worker.shutdown()
+            raise StartupFailed(EX_CONFIG, "broker", str(error)) from error
+        stack.callback(engine.close)
+        stack.push_async_callback(venue.feed.close)
+        parts.engine = engine
+        engine.market.skips = CountedSkips(metrics=metrics)
+        metrics.start_from_ledger(engine.portfolio.fees_paid, engine.risk.status)
+        self._log.info(
+            "ledger recovered",
+            cash=str(engine.portfolio.cash),
+            positions={s: str(p.amount) for s, p in engine.portfolio.positions.items()},
+            open_orders=len(engine.broker.open_orders()),
+            trading_state=str(engine.risk.state),
+            last_tick=venue.resume_after.isoformat() if venue.resume_after else None,
+        )
+        parts.readiness.add("trading_state", partial(health.trading_state_check, parts))
+        return engine
+
+    async def _load_models(self, worker: InferenceWorker, device: DeviceChoice) -> None:
+        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        assert metrics is not None
+        parts.readiness.mark("model", False, "loading")
+        parts.notifier.extend_start(600)
+        requests = warm_up_requests(
+            settings.market.symbols, Timeframe(settings.market.timeframe),
+            settings.market.context_bars, settings.forecast.horizon, settings.forecast.quantiles,
+        )  # fmt: skip
+        for slot in parts.slots:
+            began = time.perf_counter()
+            try:
+                model = await worker.run(
+                    partial(build_forecaster, slot.name, settings.forecast, device)
+                )
+            except ModelUnavailable as error:
+                raise StartupFailed(EX_UNAVAILABLE, "model load", str(error)) from error
+            slot.load(model)
+            try:
+                warm = await worker.run(partial(slot.warm_up, requests))
+            except Exception as error:
+                detail = f"{slot.name}: {type(error).__name__}: {str(error)[:300]}"
+                raise StartupFailed(EX_UNAVAILABLE, "model warm-up", detail) from error
+            self._log.info(
+                "model ready", model=slot.name, device=str(device.device), mode=slot.mode,
+                load_s=round(time.perf_counter() - began - warm, 3), warm_up_s=round(warm, 3),
+                forced_eager=slot.compile_stats.forced_eager,
+            )  # fmt: skip
+        metrics.prepare_models((s.name, str(device.device), s.mode) for s in parts.slots)
+        parts.readiness.mark("model", True, ", ".join(f"{s.name} ({s.mode})" for s in parts.slots))
+
+    def _ready(self, venue: Venue) -> None:
+        parts = self._parts
+        parts.phase = "ready"
+        parts.readiness.mark("started", True, "running")
+        status = status_text(parts)
+        parts.notifier.ready(status)
+        publish_status(parts, "ready")
+        verdict = parts.readiness.evaluate()
+        self._log.info(
+            "ready",
+            status=status,
+            venue=venue.kind,
+            ready_to_trade=verdict.ready,
+            not_ready=verdict.reasons(),
+            **model_fields(parts),
+        )

@@ -1,0 +1,70 @@
+"""The ticks: one engine tick at each bar close (the tick loop's schedule), and what the
+daemon learns from each one (data freshness, whether the exchange answered, lateness)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from structlog.typing import FilteringBoundLogger as Logger
+
+from trader.daemon.ticks import TickLoop
+from trader.engine.report import TickReport
+from trader.risk.state import TradingStatus
+from trader.service.exchange import ExchangeConnection
+from trader.service.parts import Parts, StartupFailed
+from trader.service.status import publish_status
+
+
+class Ticking:
+    def __init__(self, parts: Parts, exchange: ExchangeConnection, log: Logger) -> None:
+        self._parts = parts
+        self._exchange = exchange
+        self._log = log
+
+    def loop(self, lock: asyncio.Lock) -> TickLoop:
+        parts = self._parts
+        assert parts.venue is not None
+        return TickLoop(
+            self.tick,
+            parts.venue.times,
+            parts.venue.clock,
+            grace_s=parts.settings.schedule.misfire_grace_s,
+            lock=lock,
+            observer=self,
+        )
+
+    async def tick(self, at: datetime) -> TickReport:
+        engine, controller = self._parts.engine, self._parts.controller
+        assert engine is not None
+        assert controller is not None
+        if not self._exchange.market_started():
+            try:
+                await self._exchange.start_market()  # windows reload from the ledger once back
+            except StartupFailed as failed:
+                self._log.error("market data", reason=failed.reason)
+        report = await engine.tick(at)
+        await controller.after_tick(report)
+        return report
+
+    def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None:
+        if self._parts.metrics is not None:
+            self._parts.metrics.observe_lateness(lateness_s, missed=missed)
+
+    def after_report(self, report: TickReport) -> None:
+        """Every tick's report (the engine's hook), before telemetry publishes it."""
+        parts = self._parts
+        parts.last_report = report
+        if parts.engine is not None and parts.metrics is not None:
+            market = parts.engine.market
+            contiguous = {s: w.contiguous for s, w in market.windows.items()}
+            parts.metrics.observe_windows(market.missing, contiguous)
+        if report.ready:
+            self._exchange.set(True, "reachable")
+        elif report.skipped and set(report.skipped.values()) == {"exchange_unavailable"}:
+            self._exchange.set(False, f"{self._exchange.feed_name()} unreachable")
+
+    def on_state(self, status: TradingStatus) -> None:
+        """A trading state change: the retained status follows once the daemon is ready."""
+        if self._parts.phase == "ready":
+            publish_status(self._parts, "ready")
