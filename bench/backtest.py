@@ -47,7 +47,7 @@ from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
 from trader.forecast.baseline import BaselineForecaster
 from trader.logging import configure_logging
-from trader.market.calendar import TradingCalendar
+from trader.market.calendars.calendar import TradingCalendar
 from trader.market.replay import Recording, read_recording
 from trader.market.replay_calendars import replay_calendars
 from trader.runner import replay_settings, tick_times

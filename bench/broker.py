@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from trader.broker.live import LiveBroker
+from trader.broker.live.broker import LiveBroker
 from trader.broker.paper import PaperBroker
 from trader.config.daemon_settings import LogSettings
 from trader.config.market_settings import ExchangeSettings

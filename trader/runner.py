@@ -27,15 +27,15 @@ from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
 from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
-from trader.market.calendar import TradingCalendar
-from trader.market.calendars import CONTINUOUS
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.per_symbol import SymbolCalendars
+from trader.market.calendars.registry import CONTINUOUS
 from trader.market.feed import MarketData
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
 from trader.market.retry import RetryPolicy
 from trader.market.step import MarketDataStep
-from trader.market.symbol_calendars import SymbolCalendars
 from trader.risk.engine import HaltPolicy, RiskEngine
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.select import strategies_for

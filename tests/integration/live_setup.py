@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from tests.integration.emulated import FAST_RETRY, Venue, venue
-from trader.broker.live import LiveBroker
+from trader.broker.live.broker import LiveBroker
 from trader.config.market_settings import ExchangeSettings
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import Bar, Instrument, Quote, QuoteSource, Side

@@ -14,16 +14,21 @@ import pytest
 
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.domain import Timeframe
-from trader.market.calendar import CalendarRangeError
-from trader.market.calendar_fit import (
+from trader.market.calendars.calendar import CalendarRangeError
+from trader.market.calendars.fit import (
     DEFAULT_CANDIDATES,
     CalendarFit,
     fit_calendar,
     infer_calendar,
 )
-from trader.market.calendars import CONTINUOUS, CalendarBuilder, build_calendar, calendar_names
-from trader.market.fx_calendar import FX
-from trader.market.wall_clock import wall_to_utc
+from trader.market.calendars.fx import FX
+from trader.market.calendars.registry import (
+    CONTINUOUS,
+    CalendarBuilder,
+    build_calendar,
+    calendar_names,
+)
+from trader.market.calendars.wall_clock import wall_to_utc
 
 BACKTESTING = Path(backtesting.__file__).parent / "test"
 M5, H1, D1 = Timeframe("5m"), Timeframe("1h"), Timeframe("1d")

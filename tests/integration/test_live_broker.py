@@ -13,7 +13,7 @@ import ccxt.async_support as ccxt
 import pytest
 
 from tests.integration.live_setup import KEY, SECRET, Live, live, make_broker
-from trader.broker.live import LiveBroker
+from trader.broker.live.broker import LiveBroker
 from trader.broker.protocol import BrokerHalt
 from trader.config.market_settings import ExchangeSettings
 from trader.domain import Order, OrderStatus, OrderType, Portfolio, Side

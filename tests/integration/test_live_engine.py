@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.emulated import FAST_RETRY, venue
 from tests.integration.live_setup import KEY, SECRET
-from trader.broker.live import LiveBroker
+from trader.broker.live.broker import LiveBroker
 from trader.config.schema import Settings
 from trader.emulator import EmulatorServer
 from trader.emulator.venue import Venue as TradingVenue

@@ -11,10 +11,10 @@ import pytest
 
 from tests.integration.emulated import FAST_RETRY
 from tests.integration.live_setup import Live, live
-from trader.broker.live_book import OpenOrders
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_unknown import OutcomeResolver
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import OpenOrders
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.unknown import OutcomeResolver
+from trader.broker.live.venue import VenueClient
 from trader.domain import Order, OrderStatus, OrderType, Side
 
 pytestmark = pytest.mark.integration

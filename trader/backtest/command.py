@@ -16,7 +16,7 @@ from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
-    from trader.market.bar_file_options import ReadOptions
+    from trader.market.files.options import ReadOptions
     from trader.market.replay import Recording
 
 

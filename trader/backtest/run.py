@@ -39,7 +39,7 @@ from trader.config.schema import Settings
 from trader.domain import Bar, Forecast, Timeframe
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
-from trader.market.calendar import TradingCalendar
+from trader.market.calendars.calendar import TradingCalendar
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
 from trader.market.replay_calendars import replay_calendars

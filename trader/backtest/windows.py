@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from trader.domain import Bar, from_epoch_ms
 from trader.forecast.protocol import ForecastRequest
-from trader.market.calendar import TradingCalendar
+from trader.market.calendars.calendar import TradingCalendar
 from trader.market.hygiene import parse_row
 from trader.market.replay import Recording
 

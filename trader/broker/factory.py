@@ -53,7 +53,7 @@ async def build_broker(
         )
     import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads only for live
 
-    from trader.broker.live import LiveBroker  # noqa: PLC0415
+    from trader.broker.live.broker import LiveBroker  # noqa: PLC0415
     from trader.broker.venue_errors import classify  # noqa: PLC0415
 
     locks = take_live_locks(settings, sorted(instruments), now)

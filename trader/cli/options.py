@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeAlias
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
-    from trader.market.bar_file_options import ReadOptions
+    from trader.market.files.options import ReadOptions
 
 # The CLI's subparsers action, as typeshed types it (a string: not subscriptable at run time).
 Verbs: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -93,7 +93,7 @@ def add_reading_options(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 
 def reading_options(args: argparse.Namespace) -> ReadOptions:
-    from trader.market.bar_file_options import ReadOptions  # noqa: PLC0415 - only when reading
+    from trader.market.files.options import ReadOptions  # noqa: PLC0415 - only when reading
 
     return ReadOptions(
         time_column=args.time_column,

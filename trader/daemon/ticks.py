@@ -24,8 +24,8 @@ from trader.clock import Clock
 from trader.domain import Timeframe, from_epoch_ms, to_epoch_ms
 from trader.engine.report import TickReport
 from trader.logging import get_logger
-from trader.market.calendar import TradingCalendar
-from trader.market.symbol_calendars import SymbolCalendars
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.per_symbol import SymbolCalendars
 
 LATE_AFTER_S = 1.0  # a tick that starts later than this after its time counts as late
 MAX_MISSED_OBSERVED = 1000  # a long stall is counted whole, its lateness sampled

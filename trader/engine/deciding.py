@@ -14,7 +14,7 @@ from trader.domain import Forecast, from_epoch_ms, to_epoch_ms
 from trader.engine.account import Account
 from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
-from trader.market.calendar import CalendarRangeError
+from trader.market.calendars.calendar import CalendarRangeError
 from trader.market.step import MarketDataStep, SymbolData, TickData
 from trader.strategy.base import Costs, Decision, DecisionContext, Strategy
 

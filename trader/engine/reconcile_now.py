@@ -93,7 +93,7 @@ async def _broker(
         return PaperBroker(settings.broker, {}), nothing
     # ccxt loads only for a live ledger.
     from trader.broker.factory import build_broker  # noqa: PLC0415
-    from trader.broker.live import LiveBroker  # noqa: PLC0415
+    from trader.broker.live.broker import LiveBroker  # noqa: PLC0415
     from trader.clock import WallClock  # noqa: PLC0415
     from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415
 

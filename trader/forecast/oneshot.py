@@ -20,7 +20,7 @@ from trader.exit_codes import EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.protocol import ForecastRequest
-from trader.market.bar_file_options import AS_WRITTEN, ReadOptions
+from trader.market.files.options import AS_WRITTEN, ReadOptions
 from trader.market.hygiene import parse_row
 from trader.market.replay import ReplayDataError, read_recording
 

@@ -20,10 +20,10 @@ from trader.clock import Clock
 from trader.config.loader import DataLayer, data_layer
 from trader.domain import Bar, Instrument, Timeframe, from_epoch_ms
 from trader.logging import get_logger
-from trader.market.bar_file import read_bar_file
-from trader.market.bar_file_options import AS_WRITTEN, ReadOptions, ReplayDataError
-from trader.market.bar_file_report import FileReport
 from trader.market.feed import UnknownSymbols
+from trader.market.files.options import AS_WRITTEN, ReadOptions, ReplayDataError
+from trader.market.files.read import read_bar_file
+from trader.market.files.report import FileReport
 from trader.market.hygiene import RawQuote, Row, parse_row
 from trader.market.quotes import SpreadModel, modelled_quote
 

@@ -15,10 +15,10 @@ import numpy as np
 
 from trader.config.market_settings import MarketSettings
 from trader.logging import get_logger
-from trader.market.calendar_fit import CalendarFit, fit_calendar, infer_calendar
-from trader.market.calendars import CalendarBuilder
+from trader.market.calendars.fit import CalendarFit, fit_calendar, infer_calendar
+from trader.market.calendars.per_symbol import SymbolCalendars
+from trader.market.calendars.registry import CalendarBuilder
 from trader.market.replay import Recording, log_reading
-from trader.market.symbol_calendars import SymbolCalendars
 
 GOOD_FIT = 0.995  # share of bars on the calendar's expected starts
 

@@ -22,7 +22,8 @@ from trader.config.market_settings import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.ledger.bars import BarStore
 from trader.logging import get_logger
-from trader.market.calendar import CalendarRangeError, TradingCalendar
+from trader.market.calendars.calendar import CalendarRangeError, TradingCalendar
+from trader.market.calendars.per_symbol import SymbolCalendars
 from trader.market.feed import ExchangeCallFailed, MarketData, UnknownSymbols
 from trader.market.hygiene import (
     ROW_PROBLEMS,
@@ -34,7 +35,6 @@ from trader.market.hygiene import (
     check_rows,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
-from trader.market.symbol_calendars import SymbolCalendars
 from trader.market.window import BarWindow
 
 ONE_MS = timedelta(milliseconds=1)

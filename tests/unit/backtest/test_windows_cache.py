@@ -14,7 +14,7 @@ from trader.backtest.forecasts import forecast_ahead
 from trader.backtest.windows import SymbolWindows
 from trader.domain import Timeframe
 from trader.forecast.baseline import BaselineForecaster
-from trader.market.calendar import TradingCalendar
+from trader.market.calendars.calendar import TradingCalendar
 from trader.market.replay import Recording
 
 HOUR_MS = 3_600_000

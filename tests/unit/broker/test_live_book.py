@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from trader.broker.live_book import OpenOrders
+from trader.broker.live.book import OpenOrders
 from trader.domain import Order, OrderStatus, OrderType, Side
 
 AT = datetime(2024, 3, 1, tzinfo=UTC)

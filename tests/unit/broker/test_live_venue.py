@@ -11,7 +11,7 @@ from decimal import Decimal
 import ccxt.async_support as ccxt
 import pytest
 
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.venue import VenueClient
 from trader.broker.protocol import BrokerHalt
 from trader.domain import Order, OrderType, Side
 from trader.market.retry import RetryPolicy

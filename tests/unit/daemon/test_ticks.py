@@ -11,7 +11,7 @@ from trader.clock import SimulatedClock
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop
 from trader.domain import Timeframe
 from trader.engine.report import TickReport
-from trader.market.symbol_calendars import SymbolCalendars
+from trader.market.calendars.per_symbol import SymbolCalendars
 
 HOUR = timedelta(hours=1)
 T0 = datetime(2025, 3, 1, 10, 0, 5, tzinfo=UTC)  # the 10:00 bar close plus a 5 s settle delay

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trader.domain import Timeframe, from_epoch_ms
-from trader.market.bars_per_year import BarsPerYear
-from trader.market.calendar import CalendarRangeError, TradingCalendar
-from trader.market.calendars import build_calendar
+from trader.market.calendars.bars_per_year import BarsPerYear
+from trader.market.calendars.calendar import CalendarRangeError, TradingCalendar
+from trader.market.calendars.registry import build_calendar
 
 M1, M5, H1, D1, W1 = (Timeframe(t) for t in ("1m", "5m", "1h", "1d", "1w"))
 MINUTE, HOUR = 60_000, 3_600_000

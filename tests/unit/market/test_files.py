@@ -28,8 +28,8 @@ from structlog.testing import capture_logs
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.cli.options import add_reading_options, reading_options
 from trader.domain import Timeframe, from_epoch_ms
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
-from trader.market.bar_file_report import AWARE
+from trader.market.files.options import ReadOptions, ReplayDataError
+from trader.market.files.report import AWARE
 from trader.market.replay import log_reading, read_recording
 
 SOL, XSHG = SOLUSDT_1H_2022, XSHG_600977_5MIN

@@ -16,8 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from trader.broker.ccxt_orders import VenueOrder, advance, fill_from_trade, unbooked
-from trader.broker.live_book import OpenOrders
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import OpenOrders
+from trader.broker.live.venue import VenueClient
 from trader.domain import Fill, Liquidity, Order, OrderStatus
 from trader.domain.execution import Execution
 

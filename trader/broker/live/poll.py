@@ -13,11 +13,11 @@ from datetime import datetime
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live_book import LOOKING, OpenOrders
-from trader.broker.live_cancel import Cancelling
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_unknown import OutcomeResolver
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import LOOKING, OpenOrders
+from trader.broker.live.cancel import Cancelling
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.unknown import OutcomeResolver
+from trader.broker.live.venue import VenueClient
 from trader.domain import Order, OrderStatus
 from trader.domain.execution import Execution
 

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trader.market.arrow_numpy import to_arrow, to_numpy
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
-from trader.market.bar_file_report import shown
-from trader.market.bar_file_zones import Times, clock_times, dates_zone
+from trader.market.files.arrow_numpy import to_arrow, to_numpy
+from trader.market.files.options import ReadOptions, ReplayDataError
+from trader.market.files.report import shown
+from trader.market.files.zones import Times, clock_times, dates_zone
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_DIRECTIVES = ("%H", "%I", "%M", "%S", "%s", "%T", "%X", "%c", "%R")

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 from numpy.typing import ArrayLike
 
-from trader.market.calendar_units import DAY_MS, Int64s
+from trader.market.calendars.units import DAY_MS, Int64s
 
 _WALL_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001  # wall-clock: a zone is attached per use
 

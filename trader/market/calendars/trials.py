@@ -10,10 +10,10 @@ from typing import Literal
 import numpy as np
 
 from trader.domain import Timeframe
-from trader.market.calendar import TradingCalendar
-from trader.market.calendar_units import DAY_MS, Anchor, Int64s
-from trader.market.calendars import CalendarBuilder
-from trader.market.wall_clock import wall_to_utc
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.registry import CalendarBuilder
+from trader.market.calendars.units import DAY_MS, Anchor, Int64s
+from trader.market.calendars.wall_clock import wall_to_utc
 
 QUALIFIES = 0.995  # share of bars on expected starts: a stray bar or two is data, not a misfit
 TIE = 0.001  # missing shares this close are a tie, settled by candidate and variant order

@@ -1,19 +1,19 @@
 """The live broker: orders on a real venue through ccxt (async), behind the paper broker's
 protocol. It is a composition of parts, each in its own module:
 
-- `live_venue.VenueClient`: the ccxt client; what a failed call means (credentials refused
+- `venue.VenueClient`: the ccxt client; what a failed call means (credentials refused
   halt, a venue that is down or asked us to back off pauses new orders, refusals back off).
-- `live_book.OpenOrders`: the orders open at the venue, or perhaps there (lost answers,
+- `book.OpenOrders`: the orders open at the venue, or perhaps there (lost answers,
   orders recorded before a restart), and how long a lost one may still arrive.
-- `live_submit.Placement`: sending an order with our client id, on the market's grid, once.
-- `live_unknown.OutcomeResolver`: an order whose answer was lost is looked up by its client
+- `submit.Placement`: sending an order with our client id, on the market's grid, once.
+- `unknown.OutcomeResolver`: an order whose answer was lost is looked up by its client
   id before anything else; not found after its recvWindow, it never arrived.
-- `live_fills.FillBooking`: an order brought up to the venue's state, with the fills the
+- `fills.FillBooking`: an order brought up to the venue's state, with the fills the
   ledger has not booked, read from the venue's trade history.
-- `live_cancel.Cancelling`: cancel by client id, the venue's view deciding when it fails.
+- `cancel.Cancelling`: cancel by client id, the venue's view deciding when it fails.
   Amend is cancel-and-replace (`trader.broker.amend`).
-- `live_poll.Polling`: each tick, what rests at the venue: fills, ends, expiries.
-- `live_reconcile.Reconciler`: the ledger's open orders, recent trades, foreign orders and
+- `poll.Polling`: each tick, what rests at the venue: fills, ends, expiries.
+- `reconcile.Reconciler`: the ledger's open orders, recent trades, foreign orders and
   balances against the venue's (see `trader.domain.reconciliation`).
 """
 
@@ -28,14 +28,14 @@ from typing import Any
 import ccxt.async_support as ccxt
 
 from trader.broker.amend import cancel_and_replace
-from trader.broker.live_book import OpenOrders
-from trader.broker.live_cancel import Cancelling
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_poll import Polling
-from trader.broker.live_reconcile import Reconciler
-from trader.broker.live_submit import Placement
-from trader.broker.live_unknown import OutcomeResolver
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import OpenOrders
+from trader.broker.live.cancel import Cancelling
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.poll import Polling
+from trader.broker.live.reconcile import Reconciler
+from trader.broker.live.submit import Placement
+from trader.broker.live.unknown import OutcomeResolver
+from trader.broker.live.venue import VenueClient
 from trader.broker.safety import InstanceLocks
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import Bar, Instrument, Order, Quote

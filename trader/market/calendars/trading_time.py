@@ -6,7 +6,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-from trader.market.calendar_units import Int64s
+from trader.market.calendars.units import Int64s
 
 
 class TradingTime:

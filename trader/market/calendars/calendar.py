@@ -2,7 +2,8 @@
 
 Pure arithmetic over the market's trading intervals (numpy and the standard library only):
 building the intervals from exchange_calendars, or the in-house FX week, is
-`trader.market.calendars`. The expected starts themselves are `trader.market.bar_grid`.
+`trader.market.calendars.registry`. The expected starts themselves are
+`trader.market.calendars.bar_grid`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from trader.domain import Timeframe
-from trader.market.bar_grid import BarStarts, bar_grid
-from trader.market.bars_per_year import BarsPerYear, bars_per_year
-from trader.market.calendar_units import DAY_MS, Anchor, Int64s, iso
-from trader.market.trading_time import TradingTime
+from trader.market.calendars.bar_grid import BarStarts, bar_grid
+from trader.market.calendars.bars_per_year import BarsPerYear, bars_per_year
+from trader.market.calendars.trading_time import TradingTime
+from trader.market.calendars.units import DAY_MS, Anchor, Int64s, iso
 
 
 class CalendarRangeError(ValueError):

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from trader.domain import Timeframe
-from trader.market.bar_grid import BarStarts
-from trader.market.calendar_units import DAY_MS, YEAR_DAYS, Int64s, iso
+from trader.market.calendars.bar_grid import BarStarts
+from trader.market.calendars.units import DAY_MS, YEAR_DAYS, Int64s, iso
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from trader.domain import Timeframe
-from trader.market.calendar import TradingCalendar
-from trader.market.calendar_trials import TIE, Label, Trial, distinct, pick, trial, trials
-from trader.market.calendar_units import Int64s
-from trader.market.calendars import CONTINUOUS, CalendarBuilder
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.registry import CONTINUOUS, CalendarBuilder
+from trader.market.calendars.trials import TIE, Label, Trial, distinct, pick, trial, trials
+from trader.market.calendars.units import Int64s
 
 DEFAULT_CANDIDATES: tuple[str, ...] = (
     "fx",

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from trader.market.bar_file_columns import time_columns, time_values, value_columns
-from trader.market.bar_file_options import AS_WRITTEN, ReadOptions, ReplayDataError
-from trader.market.bar_file_order import duplicates, order, rows
-from trader.market.bar_file_report import FileReport, Row
-from trader.market.bar_file_table import arrow_errors, read_table
-from trader.market.bar_file_times import read_times
+from trader.market.files.columns import time_columns, time_values, value_columns
+from trader.market.files.options import AS_WRITTEN, ReadOptions, ReplayDataError
+from trader.market.files.order import duplicates, order, rows
+from trader.market.files.report import FileReport, Row
+from trader.market.files.table import arrow_errors, read_table
+from trader.market.files.times import read_times
 
 
 @dataclass(frozen=True)

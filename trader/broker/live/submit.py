@@ -4,7 +4,7 @@
   order recorded before a restart may have left then, so it is looked up first and sent only
   if the venue does not have it.
 - It goes out with our deterministic client order id (`newClientOrderId`): the venue knows it
-  by that id, so a lost answer is settled by looking it up (`trader.broker.live_unknown`),
+  by that id, so a lost answer is settled by looking it up (`trader.broker.live.unknown`),
   never by sending it again.
 - Its amount and price must be exactly on the market's grid (ccxt's own precision rules) and
   above the market's minimum amount and notional, or it does not leave at all.
@@ -21,10 +21,10 @@ from decimal import Decimal
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live_book import OpenOrders
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_unknown import OutcomeResolver, unreadable
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import OpenOrders
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.unknown import OutcomeResolver, unreadable
+from trader.broker.live.venue import VenueClient
 from trader.broker.venue_errors import Meaning
 from trader.domain import Order, OrderStatus, Quote, QuoteSource, Side
 from trader.domain.execution import Execution

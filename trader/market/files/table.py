@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from trader.market.bar_file_columns import PRICE_COLUMNS, QUOTE_VOLUME_COLUMNS, time_columns
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
+from trader.market.files.columns import PRICE_COLUMNS, QUOTE_VOLUME_COLUMNS, time_columns
+from trader.market.files.options import ReadOptions, ReplayDataError
 
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 _MAGIC = {

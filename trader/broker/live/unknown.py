@@ -3,7 +3,7 @@ connection, a 5xx, an unreadable body), or recorded before a restart and perhaps
 
 Such an order is settled only by looking it up by its client id, before anything else is
 done with it: found, it takes the venue's state and fills; not found once its window (the
-request's recvWindow plus a second of clock skew, `trader.broker.live_book`) has passed since
+request's recvWindow plus a second of clock skew, `trader.broker.live.book`) has passed since
 it was sent, it can no longer arrive and is recorded as never having reached the venue. It
 is never sent again; a later tick decides afresh.
 """
@@ -15,9 +15,9 @@ from datetime import datetime
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch
-from trader.broker.live_book import OpenOrders
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import OpenOrders
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.venue import VenueClient
 from trader.broker.venue_errors import BrokerHalt, Classified, Meaning
 from trader.domain import Order, OrderStatus
 from trader.domain.execution import Execution

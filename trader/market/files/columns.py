@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
-from trader.market.bar_file_report import listed
+from trader.market.files.options import ReadOptions, ReplayDataError
+from trader.market.files.report import listed
 
 TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 from trader.domain import Timeframe, to_epoch_ms
 from trader.logging import get_logger
-from trader.market.calendar import TradingCalendar
-from trader.market.calendars import CONTINUOUS, CalendarBuilder, build_calendar
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.registry import CONTINUOUS, CalendarBuilder, build_calendar
 
 AHEAD = timedelta(days=400)  # a live calendar is built this far past now ...
 REBUILD_BEFORE = timedelta(days=30)  # ... and rebuilt when its end comes this close

@@ -17,10 +17,10 @@ from decimal import Decimal
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live_book import LIVE, LOOKING
-from trader.broker.live_fills import FillBooking
-from trader.broker.live_unknown import OutcomeResolver
-from trader.broker.live_venue import VenueClient
+from trader.broker.live.book import LIVE, LOOKING
+from trader.broker.live.fills import FillBooking
+from trader.broker.live.unknown import OutcomeResolver
+from trader.broker.live.venue import VenueClient
 from trader.broker.venue_errors import BrokerHalt, Meaning, classify
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import Order, OrderStatus, decimal_from_float

@@ -1,7 +1,7 @@
 """Trading calendars by name: the names known, and building (and keeping) a calendar by name.
 
-Exchange sessions come from exchange_calendars (`trader.market.exchange_sessions`, which
-imports it only when needed); the FX week is `trader.market.fx_calendar`.
+Exchange sessions come from exchange_calendars (`trader.market.calendars.exchange_sessions`, which
+imports it only when needed); the FX week is `trader.market.calendars.fx`.
 """
 
 from __future__ import annotations
@@ -9,11 +9,15 @@ from __future__ import annotations
 import difflib
 from datetime import UTC, datetime
 
-from trader.market.calendar import TradingCalendar
-from trader.market.calendar_units import Anchor
-from trader.market.exchange_sessions import exchange_calendar, exchange_calendars, exchange_span
-from trader.market.fx_calendar import FX, fx_calendar
-from trader.market.wall_clock import utc_datetime, utc_ms
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.exchange_sessions import (
+    exchange_calendar,
+    exchange_calendars,
+    exchange_span,
+)
+from trader.market.calendars.fx import FX, fx_calendar
+from trader.market.calendars.units import Anchor
+from trader.market.calendars.wall_clock import utc_datetime, utc_ms
 
 CONTINUOUS = "continuous"
 _ALIASES = {"24/7": CONTINUOUS, "24/5": FX, "forex": FX}
@@ -41,7 +45,7 @@ def canonical_name(name: str) -> str:
     hint = f"; did you mean {' or '.join(choices[c] for c in close)}?" if close else ""
     raise ValueError(
         f"unknown trading calendar {name!r}{hint} (continuous, fx or an exchange_calendars"
-        " code such as XNYS; trader.market.calendars.calendar_names() lists them)"
+        " code such as XNYS; trader.market.calendars.registry.calendar_names() lists them)"
     )
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from trader.market.calendar import TradingCalendar
-from trader.market.calendar_units import BUILD_PAD, Int64s
-from trader.market.wall_clock import utc_datetime, utc_ms
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.units import BUILD_PAD, Int64s
+from trader.market.calendars.wall_clock import utc_datetime, utc_ms
 
 _FAR_END = datetime(2100, 1, 1, tzinfo=UTC)  # for exchanges with no last buildable date
 _NAT = np.iinfo(np.int64).min

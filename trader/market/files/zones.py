@@ -11,9 +11,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trader.market.arrow_numpy import to_numpy
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
-from trader.market.bar_file_report import AWARE, DATES_AS_UTC, NAIVE_AS_UTC
+from trader.market.files.arrow_numpy import to_numpy
+from trader.market.files.options import ReadOptions, ReplayDataError
+from trader.market.files.report import AWARE, DATES_AS_UTC, NAIVE_AS_UTC
 
 Ints = npt.NDArray[np.int64]
 

@@ -13,10 +13,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trader.market.arrow_numpy import to_arrow, to_numpy
-from trader.market.bar_file_columns import PRICE_COLUMNS
-from trader.market.bar_file_options import ReplayDataError
-from trader.market.bar_file_report import Conflict, Row, when
+from trader.market.files.arrow_numpy import to_arrow, to_numpy
+from trader.market.files.columns import PRICE_COLUMNS
+from trader.market.files.options import ReplayDataError
+from trader.market.files.report import Conflict, Row, when
 
 Ints = npt.NDArray[np.int64]
 

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 
 from trader.domain import Timeframe
-from trader.market.calendar_units import (
+from trader.market.calendars.units import (
     DAY_MS,
     WEEK_MS,
     WEEK_ORIGIN_MS,

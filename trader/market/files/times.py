@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from trader.market.arrow_numpy import to_numpy
-from trader.market.bar_file_options import ReadOptions, ReplayDataError
-from trader.market.bar_file_report import EPOCH_UTC, shown
-from trader.market.bar_file_text_times import string_times, text_times
-from trader.market.bar_file_zones import NOT_APPLIED, TO_MS, Times, clock_times, dates_zone
+from trader.market.files.arrow_numpy import to_numpy
+from trader.market.files.options import ReadOptions, ReplayDataError
+from trader.market.files.report import EPOCH_UTC, shown
+from trader.market.files.text_times import string_times, text_times
+from trader.market.files.zones import NOT_APPLIED, TO_MS, Times, clock_times, dates_zone
 
 _DAY_MS = 86_400_000
 # Epoch numbers below this (about 1973 in seconds) are row numbers or dates, not times.

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from trader.market.calendar import TradingCalendar
-from trader.market.calendar_units import BUILD_PAD
-from trader.market.wall_clock import utc_datetime, utc_ms
+from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.units import BUILD_PAD
+from trader.market.calendars.wall_clock import utc_datetime, utc_ms
 
 FX = "fx"
 FX_ZONE = "America/New_York"
