@@ -100,6 +100,10 @@ class Engine:
     def portfolio(self) -> Portfolio:
         return self.account.portfolio
 
+    @portfolio.setter
+    def portfolio(self, portfolio: Portfolio) -> None:
+        self.account.portfolio = portfolio
+
     @property
     def cursor(self) -> dict[str, datetime]:
         """Per symbol: the last bar whose fills are booked."""

@@ -16,10 +16,8 @@ from datetime import datetime
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live.book import LOOKING, OpenOrders
-from trader.broker.live.fills import FillBooking
-from trader.broker.live.unknown import OutcomeResolver
-from trader.broker.live.venue import VenueClient
+from trader.broker.live.book import LOOKING
+from trader.broker.live.parts import OrderParts
 from trader.broker.venue_errors import Meaning
 from trader.domain import Fill, Order, OrderStatus
 from trader.domain.execution import Execution
@@ -28,15 +26,10 @@ from trader.domain.execution import Execution
 class Cancelling:
     def __init__(
         self,
-        client: VenueClient,
-        orders: OpenOrders,
-        booking: FillBooking,
-        resolver: OutcomeResolver,
+        parts: OrderParts,
     ) -> None:
-        self._client = client
-        self._orders = orders
-        self._booking = booking
-        self._resolver = resolver
+        self._client, self._orders = parts.client, parts.orders
+        self._booking, self._resolver = parts.booking, parts.resolver
 
     async def cancel(
         self, order: Order, at: datetime, ending: OrderStatus = OrderStatus.CANCELED

@@ -13,11 +13,9 @@ from datetime import datetime
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live.book import LOOKING, OpenOrders
+from trader.broker.live.book import LOOKING
 from trader.broker.live.cancel import Cancelling
-from trader.broker.live.fills import FillBooking
-from trader.broker.live.unknown import OutcomeResolver
-from trader.broker.live.venue import VenueClient
+from trader.broker.live.parts import OrderParts
 from trader.domain import Order, OrderStatus
 from trader.domain.execution import Execution
 
@@ -25,16 +23,11 @@ from trader.domain.execution import Execution
 class Polling:
     def __init__(
         self,
-        client: VenueClient,
-        orders: OpenOrders,
-        booking: FillBooking,
-        resolver: OutcomeResolver,
+        parts: OrderParts,
         cancelling: Cancelling,
     ) -> None:
-        self._client = client
-        self._orders = orders
-        self._booking = booking
-        self._resolver = resolver
+        self._client, self._orders = parts.client, parts.orders
+        self._booking, self._resolver = parts.booking, parts.resolver
         self._cancelling = cancelling
 
     async def poll(self, at: datetime) -> list[Execution]:

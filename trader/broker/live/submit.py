@@ -21,10 +21,8 @@ from decimal import Decimal
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
-from trader.broker.live.book import OpenOrders
-from trader.broker.live.fills import FillBooking
-from trader.broker.live.unknown import OutcomeResolver, unreadable
-from trader.broker.live.venue import VenueClient
+from trader.broker.live.parts import OrderParts
+from trader.broker.live.unknown import unreadable
 from trader.broker.venue_errors import Meaning
 from trader.domain import Order, OrderStatus, Quote, QuoteSource, Side
 from trader.domain.execution import Execution
@@ -33,15 +31,10 @@ from trader.domain.execution import Execution
 class Placement:
     def __init__(
         self,
-        client: VenueClient,
-        orders: OpenOrders,
-        booking: FillBooking,
-        resolver: OutcomeResolver,
+        parts: OrderParts,
     ) -> None:
-        self._client = client
-        self._orders = orders
-        self._booking = booking
-        self._resolver = resolver
+        self._client, self._orders = parts.client, parts.orders
+        self._booking, self._resolver = parts.booking, parts.resolver
 
     async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:
         self._client.check_halted()
