@@ -6,6 +6,7 @@ money is never booked."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from structlog.typing import FilteringBoundLogger
@@ -19,27 +20,19 @@ from trader.market.step import MarketDataStep, TickData
 from trader.risk.engine import RiskEngine
 
 
+@dataclass(frozen=True, kw_only=True)
 class TickBooking:
-    def __init__(
-        self,
-        *,
-        market: MarketDataStep,
-        risk: RiskEngine,
-        ledger: TradingLedger,
-        account: Account,
-        log: FilteringBoundLogger,
-    ) -> None:
-        self._market = market
-        self._risk = risk
-        self._ledger = ledger
-        self._account = account
-        self._log = log
+    market: MarketDataStep
+    risk: RiskEngine
+    ledger: TradingLedger
+    account: Account
+    log: FilteringBoundLogger
 
     async def commit(
         self, data: TickData | None, at: datetime, report: TickReport, hooks: EngineHooks
     ) -> None:
-        account, risk = self._account, self._risk
-        marks = current_marks(self._market.windows, data)
+        account, risk = self.account, self.risk
+        marks = current_marks(self.market.windows, data)
         equity = account.portfolio.equity(marks)
         exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
         change = risk.observe_equity(at, equity) or account.halted_by
@@ -62,25 +55,25 @@ class TickBooking:
             day=risk.day,
         )
         try:
-            await self._ledger.commit_tick(
+            await self.ledger.commit_tick(
                 account.executions, account.portfolio, account.cursor_moves, record, change
             )
         except Exception:
             # Nothing of this tick is booked: forget it here too, and stop trading until a
             # person has looked (the disk may be full, the file unwritable).
-            account.recover(await self._ledger.load())
+            account.recover(await self.ledger.load())
             risk.halt("the ledger could not book a tick", at)
             raise
         account.cursor.update(account.cursor_moves)
         report.portfolio = account.portfolio
         if change is not None:
-            announce(change, hooks, self._log)
+            announce(change, hooks, self.log)
 
     async def roll_back(self, at: datetime) -> None:
         """Back to what the ledger holds, after a tick's fills or orders failed half-way."""
         try:
-            self._account.recover(await self._ledger.load())
+            self.account.recover(await self.ledger.load())
         except Exception:
             # Memory and ledger may now disagree: nothing trades until a person looks.
-            self._risk.halt("a failed tick could not be rolled back", at)
+            self.risk.halt("a failed tick could not be rolled back", at)
             raise

@@ -4,6 +4,7 @@ booked with, so no bar fills an order twice, also when a tick is re-run."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from trader.broker.protocol import Broker
@@ -13,18 +14,18 @@ from trader.engine.report import TickReport
 from trader.market.step import MarketDataStep, TickData
 
 
+@dataclass(frozen=True)
 class RestingFills:
-    def __init__(self, market: MarketDataStep, broker: Broker, account: Account) -> None:
-        self._market = market
-        self._broker = broker
-        self._account = account
+    market: MarketDataStep
+    broker: Broker
+    account: Account
 
     async def run(self, data: TickData, at: datetime, report: TickReport) -> None:
         """Resting orders meet the bars that closed since the last tick (and real quotes)."""
-        account = self._account
+        account = self.account
         fresh: list[Bar] = []
         cursor: dict[str, datetime] = {}
-        for symbol, window in self._market.windows.items():
+        for symbol, window in self.market.windows.items():
             last = account.cursor.get(symbol)
             # With no cursor yet nothing rests on this symbol: only the newest bar matters.
             new = window.since(last) if last is not None else window.since(None)[-1:]
@@ -32,5 +33,5 @@ class RestingFills:
                 fresh += new
                 cursor[symbol] = new[-1].start
         quotes = {s: d.quote for s, d in data.ready.items()}
-        account.book(await self._broker.on_market(fresh, quotes, at), report)
+        account.book(await self.broker.on_market(fresh, quotes, at), report)
         account.cursor_moves.update(cursor)

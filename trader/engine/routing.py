@@ -10,6 +10,7 @@ recorded before it leaves, so a crash in between leaves it PENDING, never lost."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from structlog.typing import FilteringBoundLogger
@@ -28,25 +29,15 @@ from trader.market.step import MarketDataStep, TickData
 from trader.strategy.base import Decision
 
 
+@dataclass(frozen=True, kw_only=True)
 class OrderRouting:
-    def __init__(
-        self,
-        *,
-        market: MarketDataStep,
-        broker: Broker,
-        ledger: TradingLedger,
-        instruments: Mapping[str, Instrument],
-        account: Account,
-        admission: Admission,
-        log: FilteringBoundLogger,
-    ) -> None:
-        self._market = market
-        self._broker = broker
-        self._ledger = ledger
-        self._instruments = instruments
-        self._account = account
-        self._admission = admission
-        self._log = log
+    market: MarketDataStep
+    broker: Broker
+    ledger: TradingLedger
+    instruments: Mapping[str, Instrument]
+    account: Account
+    admission: Admission
+    log: FilteringBoundLogger
 
     async def run(
         self,
@@ -58,10 +49,10 @@ class OrderRouting:
         reconciled: bool,
     ) -> None:
         """Size, check and send the tick's orders; what the broker did is booked in memory."""
-        account = self._account
-        marks = current_marks(self._market.windows, data)
-        books = books_for(decisions, at, account.portfolio, marks, self._broker.open_orders())
-        plans = plan_orders(planner, decisions, data, at, self._instruments, books)
+        account = self.account
+        marks = current_marks(self.market.windows, data)
+        books = books_for(decisions, at, account.portfolio, marks, self.broker.open_orders())
+        plans = plan_orders(planner, decisions, data, at, self.instruments, books)
         # Each plan's cancels first, then its new orders through the risk checks.
         executions: list[Execution] = []
         new: list[Order] = []
@@ -69,46 +60,46 @@ class OrderRouting:
         for symbol, plan in plans.items():
             moved = False
             for order in plan.cancels:
-                cancelled = await self._broker.cancel(order, at)
+                cancelled = await self.broker.cancel(order, at)
                 if cancelled is not None:
                     executions.append(cancelled)
                     moved = moved or bool(cancelled.fills)
             if moved:
                 # A live order filled while being cancelled: the plan was made from a position
                 # that is gone. Nothing new for this symbol until the next tick plans afresh.
-                self._log.info("plan dropped: filled while cancelling", symbol=symbol)
+                self.log.info("plan dropped: filled while cancelling", symbol=symbol)
                 continue
             for intent in plan.intents:
                 cid = intent.order.client_order_id
                 status = account.recent.get(cid)
                 if status is OrderStatus.PENDING:
                     resend.append(account.unsent.get(cid, intent.order))
-                elif status is None and self._admission.admit(
+                elif status is None and self.admission.admit(
                     intent, data.ready[symbol], at, marks, books[symbol], report,
                     reconciled=reconciled,
                 ):  # fmt: skip
                     new.append(intent.order)
         # To the broker: the orders a restart left unsent, then the new ones.
-        if self._broker.external:
+        if self.broker.external:
             # Recorded before it leaves: a crash in between leaves it PENDING, never lost.
-            await self._ledger.record_orders(new, at, "created")
+            await self.ledger.record_orders(new, at, "created")
         for order in resend + new:
             account.unsent.pop(order.client_order_id, None)
-            executions.append(await self._broker.submit(order, data.ready[order.symbol].quote, at))
+            executions.append(await self.broker.submit(order, data.ready[order.symbol].quote, at))
         executions += await self._forget_unsent(at)
         account.recent = {}  # only the first tick after a restart can meet its own orders
         account.book(executions, report)
 
     async def _forget_unsent(self, at: datetime) -> list[Execution]:
         """Orders recorded before a restart whose tick is gone: they will never be sent."""
-        account = self._account
+        account = self.account
         executions = []
         for order in list(account.unsent.values()):
             if order.created_at < at:
                 del account.unsent[order.client_order_id]
-                if self._broker.external:
+                if self.broker.external:
                     # It may have left before the crash: the broker looks before it cancels.
-                    ended = await self._broker.cancel(order, at)
+                    ended = await self.broker.cancel(order, at)
                     executions += [ended] if ended is not None else []
                 else:
                     executions.append(Execution(order.transition(OrderStatus.CANCELED)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
@@ -40,17 +41,15 @@ async def reconcile(parts: Parts, lock: asyncio.Lock, log: Logger) -> None:
     )
 
 
+@dataclass(frozen=True)
 class ScheduledJobs:
-    def __init__(
-        self, parts: Parts, exchange: ExchangeConnection, lock: asyncio.Lock, log: Logger
-    ) -> None:
-        self._parts = parts
-        self._exchange = exchange
-        self._lock = lock
-        self._log = log
+    parts: Parts
+    exchange: ExchangeConnection
+    lock: asyncio.Lock
+    log: Logger
 
     def start(self) -> WallJobs:
-        schedule = self._parts.settings.schedule
+        schedule = self.parts.settings.schedule
         jobs = WallJobs(on_skipped=self._skipped)
         jobs.every("quotes", schedule.quote_poll_interval_s, self.poll_quotes)
         jobs.every(
@@ -58,16 +57,16 @@ class ScheduledJobs:
             first_in_s=schedule.reconcile_interval_s,
         )  # fmt: skip
         jobs.every("equity", schedule.equity_snapshot_interval_s, self.snapshot_equity)
-        if self._parts.link is not None:
-            jobs.every("heartbeat", self._parts.settings.mqtt.heartbeat_interval_s, self.heartbeat)
+        if self.parts.link is not None:
+            jobs.every("heartbeat", self.parts.settings.mqtt.heartbeat_interval_s, self.heartbeat)
         jobs.start()
         return jobs
 
     async def reconcile(self) -> None:
-        await reconcile(self._parts, self._lock, self._log)
+        await reconcile(self.parts, self.lock, self.log)
 
     async def poll_quotes(self) -> None:
-        parts = self._parts
+        parts = self.parts
         engine, venue, metrics, market = (
             parts.engine,
             parts.venue,
@@ -84,10 +83,10 @@ class ScheduledJobs:
             try:
                 raw = await engine.market.feed.top_of_book(symbols)
             except ExchangeCallFailed as error:
-                self._exchange.set(False, f"{engine.market.feed.name} unreachable: {error.kind}")
+                self.exchange.set(False, f"{engine.market.feed.name} unreachable: {error.kind}")
                 parts.quotes = dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE)
                 return
-            self._exchange.set(True, "reachable")
+            self.exchange.set(True, "reachable")
             quotes = {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}
         else:
             for symbol in symbols:
@@ -105,7 +104,7 @@ class ScheduledJobs:
     async def snapshot_equity(self) -> None:
         """Positions marked at the latest quotes between ticks (metrics and a pnl event); the
         ledger keeps the equity each tick booked."""
-        parts = self._parts
+        parts = self.parts
         engine, metrics, venue = parts.engine, parts.metrics, parts.venue
         if engine is None or metrics is None or venue is None:
             return
@@ -139,7 +138,7 @@ class ScheduledJobs:
             )
 
     async def heartbeat(self) -> None:
-        parts = self._parts
+        parts = self.parts
         if parts.link is None or parts.venue is None:
             return
         verdict = parts.readiness.evaluate()
@@ -158,5 +157,5 @@ class ScheduledJobs:
         )
 
     def _skipped(self, job: str) -> None:
-        if self._parts.metrics is not None:
-            self._parts.metrics.jobs_missed.labels(job=job).inc()
+        if self.parts.metrics is not None:
+            self.parts.metrics.jobs_missed.labels(job=job).inc()

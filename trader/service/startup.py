@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
@@ -50,25 +51,17 @@ from trader.telemetry.hooks import TelemetryHooks
 from trader.telemetry.metrics import CountedSkips
 
 
+@dataclass(frozen=True)
 class Startup:
-    def __init__(
-        self,
-        parts: Parts,
-        exchange: ExchangeConnection,
-        ticking: Ticking,
-        control: ControlSurface,
-        reload_source: SettingsSource,
-        log: Logger,
-    ) -> None:
-        self._parts = parts
-        self._exchange = exchange
-        self._ticking = ticking
-        self._control = control
-        self._reload_source = reload_source
-        self._log = log
+    parts: Parts
+    exchange: ExchangeConnection
+    ticking: Ticking
+    control: ControlSurface
+    reload_source: SettingsSource
+    log: Logger
 
     async def run(self, stack: AsyncExitStack) -> None:
-        parts = self._parts
+        parts = self.parts
         self._step("device check")
         device = self._check_device()
 
@@ -81,33 +74,33 @@ class Startup:
         engine = await self._recover(stack, database, venue, worker, device)
         lock = asyncio.Lock()
         parts.controller = Controller(
-            engine, lock, venue.clock, self._reload_source, on_reloaded=self._control.on_reloaded
+            engine, lock, venue.clock, self.reload_source, on_reloaded=self.control.on_reloaded
         )
 
         self._step("broker reconciliation")
-        await reconcile(parts, lock, self._log)
+        await reconcile(parts, lock, self.log)
 
         self._step("market data")
-        if not await self._exchange.start_market():
-            parts.background(self._exchange.keep_connecting(), "market connect")
+        if not await self.exchange.start_market():
+            parts.background(self.exchange.keep_connecting(), "market connect")
 
         self._step("model load and warm-up")
         await self._load_models(worker, device)
 
         self._step("scheduler")
-        parts.ticks = self._ticking.loop(lock)
-        parts.jobs = ScheduledJobs(parts, self._exchange, lock, self._log).start()
+        parts.ticks = self.ticking.loop(lock)
+        parts.jobs = ScheduledJobs(parts, self.exchange, lock, self.log).start()
 
         self._ready(venue)
 
     def _step(self, step: str) -> None:
-        self._parts.phase = f"starting: {step}"
-        self._parts.readiness.mark("started", False, self._parts.phase)
-        self._parts.notifier.status(self._parts.phase)
-        self._log.info("start-up", step=step)
+        self.parts.phase = f"starting: {step}"
+        self.parts.readiness.mark("started", False, self.parts.phase)
+        self.parts.notifier.status(self.parts.phase)
+        self.log.info("start-up", step=step)
 
     def _check_device(self) -> DeviceChoice:
-        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        parts, settings, metrics = self.parts, self.parts.settings, self.parts.metrics
         assert metrics is not None
         try:
             parts.device = device = model_device(settings)
@@ -115,7 +108,7 @@ class Startup:
             raise StartupFailed(EX_UNAVAILABLE, "device check", str(error)) from error
         metrics.describe_device(device.describe())
         if device.device.type == "cpu" and model_names(settings) != ["baseline"]:
-            self._log.info("inference threads", torch_threads=leave_a_core_to_the_loop())
+            self.log.info("inference threads", torch_threads=leave_a_core_to_the_loop())
         # The series exist from the first scrape, with the mode the settings ask for.
         metrics.prepare_models(
             (name, str(device.device), runtime(settings, name)) for name in model_names(settings)
@@ -124,24 +117,24 @@ class Startup:
 
     async def _open_ledger(self, stack: AsyncExitStack) -> Database:
         try:
-            database = await Database.open(self._parts.settings.ledger.path)
+            database = await Database.open(self.parts.settings.ledger.path)
         except LedgerError as error:
             raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
-        stack.push_async_callback(close_ledger, database, self._log)
+        stack.push_async_callback(close_ledger, database, self.log)
         return database
 
     def _make_venue(self, last: datetime | None) -> Venue | None:
         """Where bars, quotes and time come from; None for a replay with nothing left to run."""
-        parts, settings, replay = self._parts, self._parts.settings, self._parts.replay
+        parts, settings, replay = self.parts, self.parts.settings, self.parts.replay
         if replay is None:
             try:
-                parts.venue = live_venue(settings, last, self._exchange.on_error)
+                parts.venue = live_venue(settings, last, self.exchange.on_error)
             except ValueError as error:
                 raise StartupFailed(EX_CONFIG, "market data", str(error)) from error
             return parts.venue
         times = replay_times(settings, replay.replay, last)
         if not times:
-            self._log.info("replay: every tick is in the ledger already", last=str(last))
+            self.log.info("replay: every tick is in the ledger already", last=str(last))
             return None
         parts.venue = replay_venue(settings, replay.replay, times, replay.speed, resume_after=last)
         return parts.venue
@@ -155,15 +148,15 @@ class Startup:
         device: DeviceChoice,
     ) -> Engine:
         """The engine, from the ledger: cash, positions, open orders, the trading state."""
-        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        parts, settings, metrics = self.parts, self.parts.settings, self.parts.metrics
         assert metrics is not None
-        parts.readiness.add("exchange", self._exchange.check)
+        parts.readiness.add("exchange", self.exchange.check)
         parts.readiness.add("data", partial(health.data_check, parts))
         parts.readiness.mark("model", False, "not loaded yet")
         parts.slots = [ModelSlot(n, device.device, metrics) for n in model_names(settings)]
         hooks = TelemetryHooks(
             metrics, settings.instance, parts.link,
-            on_tick=self._ticking.after_report, on_state=self._ticking.on_state,
+            on_tick=self.ticking.after_report, on_state=self.ticking.on_state,
         )  # fmt: skip
         try:
             engine = await build_engine(
@@ -182,7 +175,7 @@ class Startup:
         parts.engine = engine
         engine.market.skips = CountedSkips(metrics=metrics)
         metrics.start_from_ledger(engine.portfolio.fees_paid, engine.risk.status)
-        self._log.info(
+        self.log.info(
             "ledger recovered",
             cash=str(engine.portfolio.cash),
             positions={s: str(p.amount) for s, p in engine.portfolio.positions.items()},
@@ -194,7 +187,7 @@ class Startup:
         return engine
 
     async def _load_models(self, worker: InferenceWorker, device: DeviceChoice) -> None:
-        parts, settings, metrics = self._parts, self._parts.settings, self._parts.metrics
+        parts, settings, metrics = self.parts, self.parts.settings, self.parts.metrics
         assert metrics is not None
         parts.readiness.mark("model", False, "loading")
         parts.notifier.extend_start(600)
@@ -216,7 +209,7 @@ class Startup:
             except Exception as error:
                 detail = f"{slot.name}: {type(error).__name__}: {str(error)[:300]}"
                 raise StartupFailed(EX_UNAVAILABLE, "model warm-up", detail) from error
-            self._log.info(
+            self.log.info(
                 "model ready", model=slot.name, device=str(device.device), mode=slot.mode,
                 load_s=round(time.perf_counter() - began - warm, 3), warm_up_s=round(warm, 3),
                 forced_eager=slot.compile_stats.forced_eager,
@@ -225,14 +218,14 @@ class Startup:
         parts.readiness.mark("model", True, ", ".join(f"{s.name} ({s.mode})" for s in parts.slots))
 
     def _ready(self, venue: Venue) -> None:
-        parts = self._parts
+        parts = self.parts
         parts.phase = "ready"
         parts.readiness.mark("started", True, "running")
         status = status_text(parts)
         parts.notifier.ready(status)
         publish_status(parts, "ready")
         verdict = parts.readiness.evaluate()
-        self._log.info(
+        self.log.info(
             "ready",
             status=status,
             venue=venue.kind,

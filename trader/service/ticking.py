@@ -4,6 +4,7 @@ daemon learns from each one (data freshness, whether the exchange answered, late
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import datetime
 
 from structlog.typing import FilteringBoundLogger as Logger
@@ -16,14 +17,14 @@ from trader.service.parts import Parts, StartupFailed
 from trader.service.status import publish_status
 
 
+@dataclass(frozen=True)
 class Ticking:
-    def __init__(self, parts: Parts, exchange: ExchangeConnection, log: Logger) -> None:
-        self._parts = parts
-        self._exchange = exchange
-        self._log = log
+    parts: Parts
+    exchange: ExchangeConnection
+    log: Logger
 
     def loop(self, lock: asyncio.Lock) -> TickLoop:
-        parts = self._parts
+        parts = self.parts
         assert parts.venue is not None
         return TickLoop(
             self.tick,
@@ -35,36 +36,36 @@ class Ticking:
         )
 
     async def tick(self, at: datetime) -> TickReport:
-        engine, controller = self._parts.engine, self._parts.controller
+        engine, controller = self.parts.engine, self.parts.controller
         assert engine is not None
         assert controller is not None
-        if not self._exchange.market_started():
+        if not self.exchange.market_started():
             try:
-                await self._exchange.start_market()  # windows reload from the ledger once back
+                await self.exchange.start_market()  # windows reload from the ledger once back
             except StartupFailed as failed:
-                self._log.error("market data", reason=failed.reason)
+                self.log.error("market data", reason=failed.reason)
         report = await engine.tick(at)
         await controller.after_tick(report)
         return report
 
     def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None:
-        if self._parts.metrics is not None:
-            self._parts.metrics.observe_lateness(lateness_s, missed=missed)
+        if self.parts.metrics is not None:
+            self.parts.metrics.observe_lateness(lateness_s, missed=missed)
 
     def after_report(self, report: TickReport) -> None:
         """Every tick's report (the engine's hook), before telemetry publishes it."""
-        parts = self._parts
+        parts = self.parts
         parts.last_report = report
         if parts.engine is not None and parts.metrics is not None:
             market = parts.engine.market
             contiguous = {s: w.contiguous for s, w in market.windows.items()}
             parts.metrics.observe_windows(market.missing, contiguous)
         if report.ready:
-            self._exchange.set(True, "reachable")
+            self.exchange.set(True, "reachable")
         elif report.skipped and set(report.skipped.values()) == {"exchange_unavailable"}:
-            self._exchange.set(False, f"{self._exchange.feed_name()} unreachable")
+            self.exchange.set(False, f"{self.exchange.feed_name()} unreachable")
 
     def on_state(self, status: TradingStatus) -> None:
         """A trading state change: the retained status follows once the daemon is ready."""
-        if self._parts.phase == "ready":
-            publish_status(self._parts, "ready")
+        if self.parts.phase == "ready":
+            publish_status(self.parts, "ready")

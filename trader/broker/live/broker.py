@@ -31,7 +31,6 @@ from trader.broker.amend import cancel_and_replace
 from trader.broker.live.book import OpenOrders
 from trader.broker.live.cancel import Cancelling
 from trader.broker.live.fills import FillBooking
-from trader.broker.live.parts import OrderParts
 from trader.broker.live.poll import Polling
 from trader.broker.live.reconcile import Reconciler
 from trader.broker.live.submit import Placement
@@ -67,15 +66,14 @@ class LiveBroker:
         orders = OpenOrders(monotonic, settings.recv_window_ms)
         booking = FillBooking(client, orders)
         resolver = OutcomeResolver(client, orders, booking)
-        parts = OrderParts(client, orders, booking, resolver)
-        cancelling = Cancelling(parts)
+        cancelling = Cancelling(client, orders, booking, resolver)
         self.name = client.name
         self.settings = settings
         self._client = client
         self._orders = orders
-        self._placement = Placement(parts)
+        self._placement = Placement(client, orders, booking, resolver)
         self._cancelling = cancelling
-        self._polling = Polling(parts, cancelling)
+        self._polling = Polling(client, orders, booking, resolver, cancelling)
         self._reconciler = Reconciler(client, booking, resolver, settings)
         self._locks = locks  # held while this broker trades
 

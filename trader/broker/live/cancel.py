@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import ccxt.async_support as ccxt
@@ -23,25 +24,21 @@ from trader.domain import Fill, Order, OrderStatus
 from trader.domain.execution import Execution
 
 
-class Cancelling:
-    def __init__(
-        self,
-        parts: OrderParts,
-    ) -> None:
-        self._client, self._orders = parts.client, parts.orders
-        self._booking, self._resolver = parts.booking, parts.resolver
+@dataclass(frozen=True)
+class Cancelling(OrderParts):
+    """Works with the broker's shared order parts (`OrderParts`)."""
 
     async def cancel(
         self, order: Order, at: datetime, ending: OrderStatus = OrderStatus.CANCELED
     ) -> Execution | None:
         """The order ended as `ending`, or what ended it first (with its fills); None when it
         had already ended, or cannot be found yet, and nothing is new."""
-        self._client.check_halted()
-        current = self._orders.latest(order)
+        self.client.check_halted()
+        current = self.orders.latest(order)
         if current.status is OrderStatus.PENDING:
             # Recorded before a restart, it may have left then: look before calling it unsent.
-            maybe_sent = self._orders.take_recorded(current)
-            found = await self._resolver.look_first(current, at) if maybe_sent else None
+            maybe_sent = self.orders.take_recorded(current)
+            found = await self.resolver.look_first(current, at) if maybe_sent else None
             if found is None:
                 return Execution(current.transition(OrderStatus.CANCELED), reason="never sent")
             if found.order.status.is_terminal or found.order.status in LOOKING:
@@ -51,20 +48,20 @@ class Cancelling:
             return None
         fills: tuple[Fill, ...] = ()
         if current.status in LOOKING:
-            resolved = await self._resolver.resolve(current, at)
+            resolved = await self.resolver.resolve(current, at)
             if resolved is None or resolved.order.status.is_terminal:
                 return resolved  # not found (yet): nothing to cancel; or it ended
             fills, current = resolved.fills, resolved.order
         return _merge(fills, await self._at_venue(current, at, ending), current)
 
     async def _at_venue(self, order: Order, at: datetime, ending: OrderStatus) -> Execution | None:
-        client, cid = self._client, order.client_order_id
+        client, cid = self.client, order.client_order_id
         for attempt in range(client.retry.attempts):
             try:
                 raw = await client.ask(
                     client.exchange.cancel_order(None, order.symbol, {"origClientOrderId": cid})
                 )
-                return await self._booking.settle(
+                return await self.booking.settle(
                     order, VenueOrder.read(raw), at, canceled_as=ending
                 )
             except ccxt.BaseError as error:
@@ -86,7 +83,7 @@ class Cancelling:
                 client.log.error("order unknown to the venue", order=cid)
                 return None
             if venue.status != "open":
-                return await self._booking.settle(order, venue, at, canceled_as=ending)
+                return await self.booking.settle(order, venue, at, canceled_as=ending)
         return None
 
 

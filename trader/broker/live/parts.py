@@ -13,6 +13,8 @@ from trader.broker.live.venue import VenueClient
 
 @dataclass(frozen=True)
 class OrderParts:
+    """The fields placing, cancelling and polling each take (they extend it)."""
+
     client: VenueClient
     orders: OpenOrders
     booking: FillBooking

@@ -8,6 +8,7 @@ by its client id. An order whose expiry has passed is then cancelled at the venu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import ccxt.async_support as ccxt
@@ -20,47 +21,41 @@ from trader.domain import Order, OrderStatus
 from trader.domain.execution import Execution
 
 
-class Polling:
-    def __init__(
-        self,
-        parts: OrderParts,
-        cancelling: Cancelling,
-    ) -> None:
-        self._client, self._orders = parts.client, parts.orders
-        self._booking, self._resolver = parts.booking, parts.resolver
-        self._cancelling = cancelling
+@dataclass(frozen=True)
+class Polling(OrderParts):
+    cancelling: Cancelling
 
     async def poll(self, at: datetime) -> list[Execution]:
         """Fills, ends, and expiries (cancelled at the venue) of the orders open here."""
         executions: list[Execution] = []
-        symbols = sorted({o.symbol for o in self._orders.all()})
+        symbols = sorted({o.symbol for o in self.orders.all()})
         for symbol in symbols:
             try:
-                raw = await self._client.ask(self._client.exchange.fetch_open_orders(symbol))
+                raw = await self.client.ask(self.client.exchange.fetch_open_orders(symbol))
                 resting = {v.client_order_id: v for v in map(VenueOrder.read, raw)}
             except ccxt.BaseError as error:
-                self._client.note("poll open orders", next(iter(self._orders.all())), error)
+                self.client.note("poll open orders", next(iter(self.orders.all())), error)
                 continue
             except VenueMismatch as error:
-                self._client.log.warning("unreadable open orders", symbol=symbol, detail=str(error))
+                self.client.log.warning("unreadable open orders", symbol=symbol, detail=str(error))
                 continue
-            for order in [o for o in self._orders.all() if o.symbol == symbol]:
+            for order in [o for o in self.orders.all() if o.symbol == symbol]:
                 try:
                     done = await self._one(order, resting.get(order.client_order_id), at)
                 except VenueMismatch as error:
-                    self._client.log.error(
+                    self.client.log.error(
                         "venue mismatch", order=order.client_order_id, detail=str(error)
                     )
                     continue
                 if done is not None:
                     executions.append(done)
-                current = self._orders.get(order)
+                current = self.orders.get(order)
                 if (
                     current is not None
                     and current.expires_at is not None
                     and current.expires_at <= at
                 ):
-                    expired = await self._cancelling.cancel(current, at, OrderStatus.EXPIRED)
+                    expired = await self.cancelling.cancel(current, at, OrderStatus.EXPIRED)
                     if expired is not None:
                         executions.append(expired)
         return executions
@@ -69,17 +64,17 @@ class Polling:
         self, order: Order, resting: VenueOrder | None, at: datetime
     ) -> Execution | None:
         if order.status in LOOKING:
-            return await self._resolver.resolve(order, at)
+            return await self.resolver.resolve(order, at)
         if resting is not None:
             if resting.filled == order.filled_amount and order.exchange_order_id is not None:
                 return None
-            return await self._booking.settle(order, resting, at)
+            return await self.booking.settle(order, resting, at)
         try:
-            venue = await self._client.lookup(order)  # it left the book: how?
+            venue = await self.client.lookup(order)  # it left the book: how?
         except ccxt.BaseError as error:
-            self._client.note("look up", order, error)
+            self.client.note("look up", order, error)
             return None
         if venue is None:
-            self._client.log.error("order unknown to the venue", order=order.client_order_id)
+            self.client.log.error("order unknown to the venue", order=order.client_order_id)
             return None
-        return await self._booking.settle(order, venue, at)
+        return await self.booking.settle(order, venue, at)

@@ -11,6 +11,7 @@ report incomplete; credentials it refuses are a problem.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -38,26 +39,20 @@ from trader.domain.reconciliation import (
 RECENT_TRADES = timedelta(days=1)  # how far back reconciliation reads the trade history
 
 
+@dataclass(frozen=True)
 class Reconciler:
-    def __init__(
-        self,
-        client: VenueClient,
-        booking: FillBooking,
-        resolver: OutcomeResolver,
-        settings: BrokerSettings,
-    ) -> None:
-        self._client = client
-        self._booking = booking
-        self._resolver = resolver
-        self._settings = settings
+    client: VenueClient
+    booking: FillBooking
+    resolver: OutcomeResolver
+    settings: BrokerSettings
 
     async def reconcile(
         self, book: LedgerBook, at: datetime, *, dry_run: bool = False
     ) -> ReconcileReport:
-        report = ReportBuilder(at, self._client.name, dry_run=dry_run)
+        report = ReportBuilder(at, self.client.name, dry_run=dry_run)
         try:
             # At start-up this may come before anything else asked the venue for its markets.
-            await self._client.ask(self._client.exchange.load_markets())
+            await self.client.ask(self.client.exchange.load_markets())
             await self._open_orders(book.open_orders, at, report)
             await self._recent_trades(book, at, report)
             await self._foreign_orders(book, report, dry_run)
@@ -68,7 +63,7 @@ class Reconciler:
             found = classify(error)
             if found.meaning is Meaning.HALT:
                 report.problems.append(
-                    f"{self._client.name} refused our credentials ({found.detail}): check "
+                    f"{self.client.name} refused our credentials ({found.detail}): check "
                     "exchange.api_key, exchange.api_secret and the key's permissions"
                 )
             else:
@@ -83,14 +78,14 @@ class Reconciler:
             report.checked.append(f"{len(orders)} open order(s) in the ledger")
         for order in orders:
             cid = order.client_order_id
-            venue = await self._client.lookup(order)
+            venue = await self.client.lookup(order)
             if venue is not None:
                 await self._settle_into(report, order, venue, at, "reconciliation")
             elif order.status is OrderStatus.PENDING:
                 if first:
                     report.notes.append(f"order {cid} was recorded but never reached the venue")
             elif order.status in LOOKING:
-                done = await self._resolver.resolve(order, at)
+                done = await self.resolver.resolve(order, at)
                 if done is not None:
                     report.executions.append(done)
                 elif first:
@@ -106,7 +101,7 @@ class Reconciler:
     ) -> Execution | None:
         """`settle`, its execution (or the mismatch it found) added to the report."""
         try:
-            done = await self._booking.settle(order, venue, at, reason=reason)
+            done = await self.booking.settle(order, venue, at, reason=reason)
         except VenueMismatch as error:
             report.problems.append(str(error))
             return None
@@ -120,9 +115,9 @@ class Reconciler:
         new = {f.fill_id for e in report.executions for f in e.fills}
         since = at - RECENT_TRADES
         count = 0
-        for symbol in sorted(self._client.instruments):
-            market_id = self._client.market_id(symbol)
-            for trade in await self._booking.recent_trades(symbol, since):
+        for symbol in sorted(self.client.instruments):
+            market_id = self.client.market_id(symbol)
+            for trade in await self.booking.recent_trades(symbol, since):
                 count += 1
                 fill_id = f"{market_id}-{trade['id']}"
                 if fill_id in book.booked_fills or fill_id in new:
@@ -135,7 +130,7 @@ class Reconciler:
                         "which the ledger does not know: something else trades on this account"
                     )
                     continue
-                venue = await self._client.lookup(order)
+                venue = await self.client.lookup(order)
                 if venue is None:
                     report.problems.append(f"order {order.client_order_id} vanished at the venue")
                     continue
@@ -145,32 +140,32 @@ class Reconciler:
         report.checked.append(f"{count} trade(s) of the last {RECENT_TRADES.days} day(s)")
 
     async def _foreign_orders(self, book: LedgerBook, report: ReportBuilder, dry_run: bool) -> None:
-        for symbol in sorted(self._client.instruments):
-            raw = await self._client.ask(self._client.exchange.fetch_open_orders(symbol))
+        for symbol in sorted(self.client.instruments):
+            raw = await self.client.ask(self.client.exchange.fetch_open_orders(symbol))
             for venue in map(VenueOrder.read, raw):
                 if venue.client_order_id in book.known_orders:
                     continue
                 action = "left alone"
-                if self._settings.unknown_orders == "cancel":
+                if self.settings.unknown_orders == "cancel":
                     action = "would be cancelled" if dry_run else await self._cancel_foreign(venue)
                 foreign = ForeignOrder(
                     symbol, venue.exchange_id, venue.client_order_id, venue.side,
                     venue.amount, venue.price, action,
                 )  # fmt: skip
                 report.foreign.append(foreign)
-        report.checked.append(f"open orders of {len(self._client.instruments)} symbol(s)")
+        report.checked.append(f"open orders of {len(self.client.instruments)} symbol(s)")
 
     async def _cancel_foreign(self, venue: VenueOrder) -> str:
         try:
-            await self._client.ask(
-                self._client.exchange.cancel_order(venue.exchange_id, venue.symbol)
+            await self.client.ask(
+                self.client.exchange.cancel_order(venue.exchange_id, venue.symbol)
             )
         except ccxt.BaseError as error:
             return f"cancel failed: {classify(error).detail}"
         return "cancelled"
 
     async def _venue_balances(self) -> dict[str, Decimal]:
-        raw = await self._client.ask(self._client.exchange.fetch_balance())
+        raw = await self.client.ask(self.client.exchange.fetch_balance())
         totals = raw.get("total") or {}
         return {
             str(asset): decimal_from_float(float(value))
@@ -182,7 +177,7 @@ class Reconciler:
         if book.baseline is None:
             report.notes.append("no baseline of the venue's balances yet: balances not compared")
             return
-        symbols = sorted(self._client.instruments)
+        symbols = sorted(self.client.instruments)
         portfolio = portfolio_after(book.portfolio, report.executions)
         checks = compare_balances(
             expected_balances(book, portfolio, symbols), await self._venue_balances()

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
@@ -28,28 +29,24 @@ from trader.domain import Order, OrderStatus, Quote, QuoteSource, Side
 from trader.domain.execution import Execution
 
 
-class Placement:
-    def __init__(
-        self,
-        parts: OrderParts,
-    ) -> None:
-        self._client, self._orders = parts.client, parts.orders
-        self._booking, self._resolver = parts.booking, parts.resolver
+@dataclass(frozen=True)
+class Placement(OrderParts):
+    """Works with the broker's shared order parts (`OrderParts`)."""
 
     async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:
-        self._client.check_halted()
-        if self._orders.take_recorded(order):
+        self.client.check_halted()
+        if self.orders.take_recorded(order):
             # Recorded before a restart, perhaps sent: look before sending, never resend.
-            found = await self._resolver.look_first(order, at)
+            found = await self.resolver.look_first(order, at)
             if found is not None:
                 return found
         refusal = self.refusal(order, quote)
         if refusal is not None:
-            self._client.log.warning(
+            self.client.log.warning(
                 "order refused before sending", order=order.client_order_id, reason=refusal
             )
             return Execution(order.transition(OrderStatus.REJECTED), reason=refusal)
-        paused = self._client.paused()
+        paused = self.client.paused()
         if paused is not None:
             why = f"not sent: the venue asked us to wait ({paused})"
             return Execution(order.transition(OrderStatus.CANCELED), reason=why)
@@ -57,8 +54,8 @@ class Placement:
 
     def refusal(self, order: Order, quote: Quote) -> str | None:
         """Why the order must not leave, checked here rather than by the venue."""
-        exchange = self._client.exchange
-        instrument = self._client.instruments.get(order.symbol)
+        exchange = self.client.exchange
+        instrument = self.client.instruments.get(order.symbol)
         if instrument is None or order.symbol not in (exchange.markets or {}):
             return f"{order.symbol} is not a market this broker trades"
         if quote.source is QuoteSource.SYNTHETIC:
@@ -80,7 +77,7 @@ class Placement:
         return None
 
     async def _send(self, sent: Order, at: datetime) -> Execution:
-        client, cid = self._client, sent.client_order_id
+        client, cid = self.client, sent.client_order_id
         price = float(sent.limit_price) if sent.limit_price is not None else None
         for attempt in range(client.retry.attempts):
             try:
@@ -98,13 +95,13 @@ class Placement:
                 if found.meaning is Meaning.REJECTED:
                     reason = f"{found.label}: {found.detail}"
                     return Execution(sent.transition(OrderStatus.REJECTED), reason=reason)
-                return await self._resolver.lost(sent, found, at)
+                return await self.resolver.lost(sent, found, at)
             try:
                 venue = VenueOrder.read(raw)
             except VenueMismatch as error:  # an answer that cannot be read says nothing
-                return await self._resolver.lost(sent, unreadable(error), at)
+                return await self.resolver.lost(sent, unreadable(error), at)
             client.log.info(
                 "order sent", order=cid, venue_id=venue.exchange_id, status=venue.status
             )
-            return await self._booking.settle(sent, venue, at) or Execution(sent)
+            return await self.booking.settle(sent, venue, at) or Execution(sent)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -10,6 +10,7 @@ is never sent again; a later tick decides afresh.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import ccxt.async_support as ccxt
@@ -28,18 +29,18 @@ def unreadable(error: VenueMismatch) -> Classified:
     return Classified(Meaning.UNKNOWN, "bad_answer", str(error)[:200])
 
 
+@dataclass(frozen=True)
 class OutcomeResolver:
-    def __init__(self, client: VenueClient, orders: OpenOrders, booking: FillBooking) -> None:
-        self._client = client
-        self._orders = orders
-        self._booking = booking
+    client: VenueClient
+    orders: OpenOrders
+    booking: FillBooking
 
     async def lost(self, sent: Order, found: Classified, at: datetime) -> Execution:
         """`sent` went out and its answer was lost (`found` says how): UNKNOWN, looked up at
         once, its window starting now."""
         unknown = sent.transition(OrderStatus.UNKNOWN)
-        self._orders.sent_now(sent)
-        self._orders.track(unknown)
+        self.orders.sent_now(sent)
+        self.orders.track(unknown)
         resolved = await self.resolve(unknown, at)
         if resolved is not None:
             return resolved
@@ -48,34 +49,34 @@ class OutcomeResolver:
     async def resolve(self, order: Order, at: datetime) -> Execution | None:
         """Settle an UNKNOWN order by looking it up; None while it stays unknown."""
         try:
-            venue = await self._client.lookup(order)
+            venue = await self.client.lookup(order)
         except BrokerHalt:
             raise
         except (ccxt.BaseError, VenueMismatch) as error:
             if isinstance(error, ccxt.BaseError):
-                self._client.note("look up", order, error)
+                self.client.note("look up", order, error)
             return None
         if venue is not None:
-            return await self._booking.settle(order, venue, at, reason="found at the venue")
-        if not self._orders.window_passed(order):
+            return await self.booking.settle(order, venue, at, reason="found at the venue")
+        if not self.orders.window_passed(order):
             return None
         never = order.transition(OrderStatus.REJECTED)
-        self._orders.track(never)
-        window = self._orders.window_s
+        self.orders.track(never)
+        window = self.orders.window_s
         why = f"never reached the venue: not found {window:.0f}s after it was sent"
-        self._client.log.info("order never arrived", order=order.client_order_id)
+        self.client.log.info("order never arrived", order=order.client_order_id)
         return Execution(never, reason=why)
 
     async def look_first(self, order: Order, at: datetime) -> Execution | None:
         """A restarted order's state at the venue; None when the venue does not have it."""
         try:
-            venue = await self._client.lookup(order)
+            venue = await self.client.lookup(order)
         except ccxt.BaseError as error:
-            found = self._client.note("look up", order, error)
+            found = self.client.note("look up", order, error)
             return await self.lost(order.transition(OrderStatus.SUBMITTED), found, at)
         except VenueMismatch as error:
             return await self.lost(order.transition(OrderStatus.SUBMITTED), unreadable(error), at)
         if venue is None:
             return None
-        settled = await self._booking.settle(order, venue, at, reason="sent before a restart")
-        return settled or Execution(self._orders.latest(order))
+        settled = await self.booking.settle(order, venue, at, reason="sent before a restart")
+        return settled or Execution(self.orders.latest(order))
