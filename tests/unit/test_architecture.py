@@ -175,3 +175,10 @@ def test_command_line_parsing_lives_only_in_the_cli_package():
         and "cli" not in path.relative_to(PACKAGE).parts[:1]
     )
     assert parsing == []
+
+
+def test_every_path_architecture_md_names_exists():
+    named = set(re.findall(r"`([\w./]+/[\w./]*)`", DOC.read_text()))
+    missing = sorted(p for p in named if not (PACKAGE / p).exists() and not (ROOT / p).exists())
+    assert named
+    assert missing == []
