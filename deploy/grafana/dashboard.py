@@ -108,6 +108,59 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             "Connection to the MQTT broker (stays DOWN when mqtt.enabled = false).",
             f"max({sel('trader_mqtt_connected')})",
         ).mappings(value_map(("0", "DOWN", AMBER), ("1", "CONNECTED", GREEN))),
+        stat(
+            "Exchange",
+            "Whether the exchange answers: 0 from the first failed call (quotes or bars, after "
+            "retries) until one succeeds again.",
+            f"min({sel('trader_exchange_reachable')})",
+        ).mappings(value_map(("0", "UNREACHABLE", RED), ("1", "REACHABLE", GREEN))),
+        stat(
+            "Ready",
+            "What /readyz says: started, model loaded, reconciled, exchange reachable, data "
+            "fresh and not HALTED.",
+            f"min({sel('trader_ready')})",
+        ).mappings(value_map(("0", "NOT READY", AMBER), ("1", "READY", GREEN))),
+        stat(
+            "Since last OK tick",
+            "Time since the last tick that traded every symbol (scheduled time). Ticks that run "
+            "but skip a symbol (exchange away, stale quotes, a gap) do not reset it.",
+            f"time() - max({sel('trader_last_ok_tick_timestamp_seconds')} > 0)",
+            thresholds=[(3900, AMBER), (7200, RED)],
+        ).unit("s"),
+        stat(
+            "Ticks not OK (1h)",
+            "Ticks in the last hour that were degraded (a symbol skipped), failed (a stage "
+            "failed) or missed (too late to run).",
+            per_hour("trader_ticks_total", match("outcome", "degraded|failed|missed", "=~")),
+            thresholds=[(1, AMBER)],
+        ),
+        stat(
+            "Daily loss of limit",
+            "Loss since the UTC day began as a share of risk.max_daily_loss: at 100% trading "
+            "is HALTED until resumed.",
+            f"max({sel('trader_daily_loss_ratio')}) / "
+            f"max({sel('trader_risk_limit_ratio', match('limit', 'daily_loss'))})",
+            thresholds=[(0.5, AMBER), (0.8, RED)],
+        ).unit("percentunit"),
+        stat(
+            "Forced eager",
+            "Models the compile guard switched to eager (too many recompiles, or a compiled "
+            "call that failed): slower forecasts until a restart.",
+            f"sum({sel('trader_model_forced_eager')}) or vector(0)",
+            thresholds=[(1, RED)],
+        ),
+        stat(
+            "Missed tasks (1h)",
+            "Periodic tasks (quotes, reconcile, equity, heartbeat) skipped in the last hour: "
+            "still running when due, or too late.",
+            per_hour("trader_jobs_missed_total"),
+            thresholds=[(1, AMBER)],
+        ),
+        stat(
+            "Clock",
+            "LIVE on the wall clock; SIMULATED for `trader run --replay` (alerts stay quiet).",
+            f"max({sel('trader_clock_simulated')})",
+        ).mappings(value_map(("0", "LIVE", GREEN), ("1", "SIMULATED", "blue"))),
         table(
             "Device",
             "The device the model runs on, and why (trader_device_info).",
@@ -125,8 +178,8 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         db.Row("Ticks"),
         timeseries(
             "Ticks by outcome",
-            "Ticks per hour by outcome; missed ticks are ones the scheduler could not start in "
-            "time.",
+            "Ticks per hour by outcome: ok (every symbol traded), degraded (a symbol skipped: "
+            "see data skips), failed (a stage failed), missed (too late to start).",
             query(per_hour("trader_ticks_total", by="outcome"), "{{outcome}}"),
             bars=True,
         ),
@@ -150,13 +203,24 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             "Time spent per stage of the tick pipeline (data, fills, forecast, strategy, "
             "orders, ledger, telemetry).",
             query(quantile(0.99, "trader_tick_duration_seconds", "stage"), "{{stage}}"),
-        ).unit("s"),
+        )
+        .unit("s")
+        .span(8),
         timeseries(
             "Event loop lag",
             "How late the asyncio loop runs its callbacks; model inference must not block it.",
             query(f"max({sel('trader_event_loop_lag_seconds')})", "lag"),
             thresholds=[(0.1, AMBER)],
-        ).unit("s"),
+        )
+        .unit("s")
+        .span(8),
+        timeseries(
+            "Missed periodic tasks",
+            "Periodic tasks skipped per hour, by task: still running when due, or too late.",
+            query(per_hour("trader_jobs_missed_total", by="task"), "{{task}}"),
+            bars=True,
+            thresholds=[(1, AMBER)],
+        ).span(8),
         db.Row("Model"),
         timeseries(
             "Forecast latency by model and device",
@@ -195,8 +259,11 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         db.Row("Market data"),
         timeseries(
             "Quote age",
-            "Age of the latest bid/ask per symbol; past market.max_quote_age_s (30s) the "
-            "symbol skips its tick.",
+            "Age of each symbol's newest bid/ask at each scrape, on the daemon's clock: it grows "
+            "while nothing new comes (the exchange away, a book that stopped). Real quotes come "
+            "every schedule.quote_poll_interval_s (10s); past market.max_quote_age_s (30s) the "
+            "symbol skips its tick. Synthetic quotes (ADD_LATEST=0) date from the last bar's "
+            "close.",
             query(f"max by (symbol) ({sel('trader_quote_age_seconds', SYMBOLS)})", "{{symbol}}"),
             thresholds=[(30, RED)],
         )
@@ -288,6 +355,24 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             "ACTIVE, REDUCING or HALTED over time.",
             query(f"max({TRADING_STATE})", "state"),
         ).mappings(TRADING_STATE_MAP),
+        timeseries(
+            "Risk against its limits",
+            "Drawdown from today's peak against risk.max_drawdown (REDUCING past it), and the "
+            "loss since the UTC day began against risk.max_daily_loss (HALTED past it).",
+            query(f"max({sel('trader_drawdown_ratio')})", "drawdown"),
+            query(
+                f"max({sel('trader_risk_limit_ratio', match('limit', 'max_drawdown'))})",
+                "drawdown limit",
+            ),
+            query(f"max({sel('trader_daily_loss_ratio')})", "daily loss"),
+            query(
+                f"max({sel('trader_risk_limit_ratio', match('limit', 'daily_loss'))})",
+                "daily loss limit",
+            ),
+        )
+        .unit("percentunit")
+        .min(0)
+        .span(24),
         db.Row("MQTT"),
         timeseries(
             "MQTT connection",

@@ -3,13 +3,16 @@ simulated clock, for tests that drive the real ccxt client against it."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
+from tests.integration.conftest import clean_env
 from tests.recorded import SOLUSDT_1H
 from trader.clock import SimulatedClock
 from trader.config.market_settings import ExchangeSettings
-from trader.domain import Bar
+from trader.domain import Bar, Timeframe
 from trader.emulator import EmulatedMarket, Instrument
 from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.hygiene import parse_row
@@ -65,3 +68,35 @@ def ccxt_feed(
     exchange = create_exchange(ExchangeSettings(api_base_url=base_url, timeout_s=timeout_s))
     sink = errors if errors is not None else []
     return CcxtMarketData(exchange, clock, retry=FAST_RETRY, on_error=sink.append)
+
+
+# --- one-second bars on the wall clock, for a daemon running live against the emulator ---
+
+SECOND = Timeframe("1s")
+
+
+def walk(symbol: str, start: datetime, n: int, price: float, seed: int) -> list[Bar]:
+    rng = random.Random(seed)  # noqa: S311 - prices for a test
+    bars = []
+    for i in range(n):
+        change = price * rng.uniform(-0.002, 0.002)
+        close = price + change
+        high, low = max(price, close) * 1.0005, min(price, close) * 0.9995
+        bars.append(Bar(symbol, SECOND, start + timedelta(seconds=i), price, high, low, close, 5.0))
+        price = close
+    return bars
+
+
+def live_env(base_url: str, ledger: Path, **extra: str) -> dict[str, str]:
+    """The paper daemon on the emulator: one-second bars, the baseline, a small window."""
+    return clean_env(
+        TRADER_EXCHANGE__API_BASE_URL=base_url,
+        TRADER_LEDGER__PATH=str(ledger),
+        TRADER_METRICS__PORT="0",
+        TRADER_FORECAST__MODEL="baseline",
+        TRADER_FORECAST__BASELINE_LOOKBACK="16",
+        TRADER_MARKET__CONTEXT_BARS="32",
+        TRADER_MARKET__TIMEFRAME="1s",
+        TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
+        **extra,
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import signal
 import socket
 import threading
@@ -191,6 +192,9 @@ def test_offline_it_keeps_running_and_says_plainly_the_exchange_is_unreachable(c
         assert http_get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         assert metric(port, "trader_exchange_reachable") == 0
         assert metric(port, "trader_ready") == 0
+        ages = [v for (n, _), v in scrape(port).items() if n == "trader_quote_age_seconds"]
+        assert ages
+        assert all(math.isnan(age) for age in ages)  # no quote yet: no age, not a fresh 0
         wait_until(
             lambda: (
                 sum(v for (n, _), v in scrape(port).items() if n == "trader_exchange_errors_total")
@@ -200,6 +204,28 @@ def test_offline_it_keeps_running_and_says_plainly_the_exchange_is_unreachable(c
         )
         assert daemon.process.poll() is None
         assert stop(daemon) == 0
+
+
+def test_a_stop_while_the_exchange_is_away_is_clean(cli, tmp_path):
+    env = clean_env(
+        TRADER_LEDGER__PATH=str(tmp_path / "ledger.sqlite3"),
+        TRADER_METRICS__PORT="0",
+        TRADER_FORECAST__MODEL="baseline",
+        TRADER_EXCHANGE__API_BASE_URL=NOWHERE,
+        # The default retries, and a quote poll due every half second: exchange calls are
+        # under way (the poll's, the market data's reconnection) when the stop comes.
+        TRADER_SCHEDULE__QUOTE_POLL_INTERVAL_S="0.5",
+    )
+    with running(cli.start("run", env=env)) as daemon:
+        daemon.wait_for("ready", timeout=60)
+        daemon.wait_for("job skipped: its last run is still going", timeout=60)
+        assert stop(daemon) == 0
+    events = [x["event"] for x in daemon.lines]
+    after = daemon.lines[events.index("stopping") + 1 :]
+    loud = [x for x in after if x["level"] not in {"debug", "info", "warning"}]
+    assert loud == []
+    assert not [x for x in after if "exception" in x or "traceback" in x]
+    assert [x["event"] for x in after][-1] == "stopped"
 
 
 def test_without_the_models_weights_start_up_fails_saying_what_where_and_how(cli, tmp_path):

@@ -6,49 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import clean_env
 from tests.integration.daemon import metric, metrics_port, running, stop, ticks
+from tests.integration.emulated import SECOND, live_env, walk
 from tests.integration.loopback import http_get
-from trader.domain import Bar, Timeframe
 from trader.emulator import EmulatedMarket, EmulatorServer, Instrument
 
 pytestmark = pytest.mark.integration
-
-SECOND = Timeframe("1s")
-
-
-def walk(symbol: str, start: datetime, n: int, price: float, seed: int) -> list[Bar]:
-    rng = random.Random(seed)  # noqa: S311 - prices for a test
-    bars = []
-    for i in range(n):
-        change = price * rng.uniform(-0.002, 0.002)
-        close = price + change
-        high, low = max(price, close) * 1.0005, min(price, close) * 0.9995
-        bars.append(Bar(symbol, SECOND, start + timedelta(seconds=i), price, high, low, close, 5.0))
-        price = close
-    return bars
-
-
-def live_env(base_url: str, ledger: Path, **extra: str) -> dict[str, str]:
-    """The paper daemon on the emulator: one-second bars, the baseline, a small window."""
-    return clean_env(
-        TRADER_EXCHANGE__API_BASE_URL=base_url,
-        TRADER_LEDGER__PATH=str(ledger),
-        TRADER_METRICS__PORT="0",
-        TRADER_FORECAST__MODEL="baseline",
-        TRADER_FORECAST__BASELINE_LOOKBACK="16",
-        TRADER_MARKET__CONTEXT_BARS="32",
-        TRADER_MARKET__TIMEFRAME="1s",
-        TRADER_SCHEDULE__SETTLE_DELAY_S="0.3",
-        **extra,
-    )
 
 
 async def test_live_ticks_fall_at_each_bar_close_plus_settle_and_it_is_ready_to_trade(

@@ -6,28 +6,20 @@ bars with the baseline model, so no weights or network are needed."""
 
 from __future__ import annotations
 
-import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import missing_binary
 from tests.deploy_queries import (
     DEPLOY,
     PROMETHEUS_SERIES,
-    RULE_FILES,
     TARGET_LABELS,
     Query,
     dashboard_queries,
@@ -38,6 +30,8 @@ from tests.deploy_queries import (
 )
 from tests.integration.conftest import TRADER, clean_env
 from tests.integration.loopback import free_port, http_get
+from tests.integration.prometheus import RunningPrometheus
+from tests.integration.prometheus import prometheus as running_prometheus
 from tests.recorded import SOLUSDT_1H
 
 pytestmark = pytest.mark.integration
@@ -188,62 +182,15 @@ def test_the_health_check_calls_the_daemon_healthy(daemon: RunningDaemon, tmp_pa
 # --- a real Prometheus with the stack's configuration ----------------------------------------
 
 
-@dataclass
-class RunningPrometheus:
-    url: str
-
-    def query(self, expr: str) -> dict:
-        params = urllib.parse.urlencode({"query": expr})
-        status, body = http_get(f"{self.url}/api/v1/query?{params}")
-        answer = json.loads(body)
-        assert status == 200, (expr, answer)
-        assert answer["status"] == "success", (expr, answer)
-        return answer["data"]
-
-    def rules(self) -> list[dict]:
-        status, body = http_get(f"{self.url}/api/v1/rules")
-        assert status == 200, body
-        return [rule for group in json.loads(body)["data"]["groups"] for rule in group["rules"]]
-
-
 @pytest.fixture(scope="module")
 def prometheus(daemon: RunningDaemon, tmp_path_factory) -> Iterator[RunningPrometheus]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        missing_binary("prometheus")
-    assert binary is not None
-    workdir = tmp_path_factory.mktemp("prometheus")
-    # The stack's configuration, pointed at this daemon and sped up.
-    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
-    config["global"] |= {"scrape_interval": "1s", "evaluation_interval": "1s"}
-    config["rule_files"] = [str(path) for path in RULE_FILES]
-    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "trader"]
-    job["static_configs"] = [{"targets": [f"127.0.0.1:{daemon.port}"]}]
-    config["scrape_configs"] = [job]
-    (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (workdir / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={workdir / 'prometheus.yml'}",
-            f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    running = RunningPrometheus(f"http://127.0.0.1:{port}")
-    try:
-        wait_until(lambda: http_get(f"{running.url}/-/ready")[0] == 200, "Prometheus", 60)
+    with running_prometheus(
+        [f"127.0.0.1:{daemon.port}"], tmp_path_factory.mktemp("prometheus")
+    ) as running:
         wait_until(lambda: running.query('up{job="trader"} == 1')["result"], "the first scrape", 60)
         # Every rule evaluated at least twice since the first scrape.
         time.sleep(2.5)
         yield running
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
 
 
 def test_prometheus_evaluates_every_rule_without_an_error(prometheus: RunningPrometheus):
@@ -269,7 +216,21 @@ def test_prometheus_answers_every_dashboard_query(prometheus: RunningPrometheus,
 
 @pytest.mark.parametrize(
     "title",
-    ["Daemon", "Trading state", "Equity", "Drawdown", "Device", "Build", "Quote source"],
+    [
+        "Daemon",
+        "Trading state",
+        "Equity",
+        "Drawdown",
+        "Device",
+        "Build",
+        "Quote source",
+        "Exchange",
+        "Ready",
+        "Since last OK tick",
+        "Daily loss of limit",
+        "Forced eager",
+        "Clock",
+    ],
 )
 def test_the_status_panels_show_data(prometheus: RunningPrometheus, title: str):
     # The first panel of that title: the status row at the top.

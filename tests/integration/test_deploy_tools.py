@@ -1,8 +1,9 @@
 """The deployment files checked by the tools made for them: hadolint on the Dockerfile, the
 compose specification's schema on compose.yaml, systemd-analyze on the unit, systemd-sysusers on
-its user, promtool on the Prometheus configuration, rules and rule unit tests, a real mosquitto
-on its configuration, and the image's health check against a real HTTP server. Each check also
-runs once on a broken copy, to show that it can fail."""
+its user, promtool on the Prometheus configuration, rules and rule unit tests, amtool on the
+Alertmanager configuration, a real mosquitto on its configuration, and the image's health check
+against a real HTTP server. Each check also runs once on a broken copy, to show that it can
+fail."""
 
 from __future__ import annotations
 
@@ -124,6 +125,13 @@ def test_the_unit_runs_the_daemon_as_a_hardened_notify_service():
     assert {"TRADER_EXCHANGE__API_KEY", "TRADER_EXCHANGE__API_SECRET"} <= set(credentials)
     environment = " ".join(values["Environment"])
     assert "TRADER_LEDGER__PATH=%S/trader/" in environment
+    # SIGHUP reloads the strategy and risk settings: `systemctl reload trader` sends it.
+    assert values["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    # The live symbol locks in /run/trader/locks, on the host's /run (the unit's /tmp is
+    # private), kept when the unit stops, as another unit may share them.
+    assert values["RuntimeDirectory"] == ["trader"]
+    assert values["RuntimeDirectoryPreserve"] == ["yes"]
+    assert "TRADER_BROKER__LOCK_DIR=%t/trader/locks" in environment
     assert "HF_HOME=%C/trader/" in environment
     assert "TORCHINDUCTOR_CACHE_DIR=%C/trader/" in environment
 
@@ -186,12 +194,70 @@ def test_the_alert_unit_tests_fail_when_a_threshold_moves(tmp_path):
     rules = tmp_path / "rules"
     rules.mkdir()
     for path in RULE_FILES:
-        (rules / path.name).write_text(path.read_text().replace("> 0.8 * 0.10", "> 0.9 * 0.10"))
+        text = path.read_text()
+        moved = text.replace("0.8 * trader_risk_limit_ratio", "0.9 * trader_risk_limit_ratio")
+        assert moved != text
+        (rules / path.name).write_text(moved)
     tests = tmp_path / "tests"
     shutil.copytree(DEPLOY / "prometheus" / "tests", tests)
     result = run(tool("promtool"), "test", "rules", *map(str, sorted(tests.glob("*.yml"))))
     assert result.returncode != 0
     assert "TraderDrawdownNearLimit" in result.stdout + result.stderr
+    assert "TraderDailyLossNearLimit" in result.stdout + result.stderr
+
+
+def test_the_alert_unit_tests_fail_when_a_replay_would_page(tmp_path):
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    for path in RULE_FILES:
+        text = path.read_text()
+        careless = text.replace(" unless on (job, instance) trader_clock_simulated == 1", "")
+        assert careless != text
+        (rules / path.name).write_text(careless)
+    tests = tmp_path / "tests"
+    shutil.copytree(DEPLOY / "prometheus" / "tests", tests)
+    result = run(tool("promtool"), "test", "rules", *map(str, sorted(tests.glob("*.yml"))))
+    assert result.returncode != 0
+    assert 'instance="replay:9108"' in result.stdout + result.stderr
+
+
+# --- Alertmanager --------------------------------------------------------------------------
+
+ALERTMANAGER = DEPLOY / "alertmanager" / "alertmanager.yml"
+
+
+def amtool_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return run(tool("amtool"), "check-config", str(path))
+
+
+def test_amtool_checks_the_alertmanager_configuration():
+    result = amtool_check(ALERTMANAGER)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_the_commented_receiver_examples_are_valid_once_uncommented(tmp_path):
+    # E-mail and Slack are documented as commented blocks under the default receiver: taking
+    # off their `# ` must give a configuration amtool accepts, with every receiver kind in it.
+    lines = []
+    for line in ALERTMANAGER.read_text().splitlines():
+        example = re.fullmatch(r"    # ((?:email_configs|slack_configs):| {2}.*)", line)
+        lines.append(f"    {example[1]}" if example else line)
+    uncommented = tmp_path / "alertmanager.yml"
+    uncommented.write_text("\n".join(lines) + "\n")
+    result = amtool_check(uncommented)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = uncommented.read_text()
+    assert "\n    email_configs:\n" in text
+    assert "\n    slack_configs:\n" in text
+
+
+def test_amtool_rejects_a_route_to_an_unknown_receiver(tmp_path):
+    broken = tmp_path / "alertmanager.yml"
+    broken.write_text(ALERTMANAGER.read_text().replace("receiver: default", "receiver: pager", 1))
+    result = amtool_check(broken)
+    assert result.returncode != 0
+    assert "pager" in result.stdout + result.stderr
 
 
 # --- mosquitto -----------------------------------------------------------------------------

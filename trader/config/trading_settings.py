@@ -89,5 +89,6 @@ class BrokerSettings(Section):
     lock_dir: Path = Field(
         Path(tempfile.gettempdir()) / "trader-locks",
         description="live: host-wide folder of symbol locks, so two daemons on one host never "
-        "trade the same symbol of the same account",
+        "trade the same symbol of the same account (every daemon must see the same folder: "
+        "under systemd or in a container use /run/trader/locks, not the private /tmp)",
     )

@@ -39,6 +39,8 @@ class InferenceObserver(Protocol):
 
     def set_gpu_memory(self, allocated: int, reserved: int, peak: int) -> None: ...
 
+    def set_forced_eager(self, model: str, forced: bool) -> None: ...
+
 
 def leave_a_core_to_the_loop() -> int:
     """For a model on the CPU: torch's intra-op threads on every core but one, which the event
@@ -73,7 +75,8 @@ def _compile_stats(model: Forecaster | None) -> CompileStats:
 class ModelSlot:
     """A forecaster as the engine sees it, before and after its model is loaded. Each call is
     timed and counted as `trader_inference_latency_seconds{model,device,mode}`; compile
-    counters move by what torch reports after warm-up."""
+    counters move by what torch reports after warm-up, and `trader_model_forced_eager{model}`
+    says whether the compile guard switched the model to eager."""
 
     def __init__(
         self, name: str, device: torch.device, observer: InferenceObserver | None = None
@@ -136,6 +139,7 @@ class ModelSlot:
             now.graph_breaks - before.graph_breaks,
             now.cudagraph_skips - before.cudagraph_skips,
         )
+        observer.set_forced_eager(self.name, now.forced_eager is not None)
         if self.device.type == "cuda":
             observer.set_gpu_memory(
                 torch.cuda.memory_allocated(self.device),

@@ -6,7 +6,8 @@ Every job runs one instance at a time (`max_instances=1`); runs that fell due wh
 still going, or while the loop was held up, collapse into one (`coalesce=True`); a run later
 than its grace is skipped. Skipped runs are counted per job. A job that raises is logged and
 runs again next time. A stop lets running jobs finish (within the deadline) rather than
-cancelling them halfway through a reconciliation.
+cancelling them halfway through a reconciliation, and says nothing about APScheduler letting
+go of them (it cancels its side of a running job when it shuts down).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class WallJobs:
         self.scheduler.add_listener(self._on_error, EVENT_JOB_ERROR)
         self._on_skipped = on_skipped
         self._running: set[asyncio.Task[None]] = set()
+        self._stopping = False
         self._log = get_logger("trader.jobs")
 
     def every(
@@ -57,7 +59,12 @@ class WallJobs:
             task = asyncio.ensure_future(work())
             self._running.add(task)
             task.add_done_callback(self._running.discard)
-            await asyncio.shield(task)
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                # The scheduler shutting down let go of the run; `stop` waits for the work.
 
         self.scheduler.add_job(
             job,
@@ -73,6 +80,7 @@ class WallJobs:
 
     async def stop(self, deadline_s: float) -> None:
         """No new runs; the running ones finish within the deadline, else are cancelled."""
+        self._stopping = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         running = list(self._running)

@@ -39,6 +39,7 @@ class TickBooking:
         account.halted_by = None
         report.equity, report.status = equity, risk.status
         report.marks, report.drawdown = marks, risk.drawdown(equity)
+        report.daily_loss = risk.daily_loss(equity)
         record = TickRecord(
             at=at,
             outcome=report.outcome,

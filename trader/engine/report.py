@@ -33,16 +33,21 @@ class TickReport:
     refusals: list[tuple[str, Verdict]] = field(default_factory=list)
     equity: Decimal = ZERO
     status: TradingStatus | None = None
-    # For telemetry: the quotes the tick priced with, the marks its equity used, the
-    # drawdown it saw, and the portfolio once booked (None when the tick could not book).
+    # For telemetry: the quotes the tick priced with, when every quote that came was the book
+    # (a stale one too), the marks its equity used, the drawdown and the day's loss it saw,
+    # and the portfolio once booked (None when the tick could not book).
     quotes: dict[str, Quote] = field(default_factory=dict)
+    quote_times: dict[str, datetime] = field(default_factory=dict)
     marks: dict[str, Decimal] = field(default_factory=dict)
     drawdown: float = 0.0
+    daily_loss: float = 0.0
     portfolio: Portfolio | None = None
 
     @property
     def outcome(self) -> str:
-        """ok; degraded (a stage failed, the tick still booked); failed (nothing booked)."""
+        """What the ledger keeps: ok; degraded (a stage failed, the tick still booked); failed
+        (nothing booked). A skipped symbol leaves it ok; the metrics count a tick by what an
+        operator needs to see instead (`trader.telemetry.labels.tick_outcome`)."""
         if {"data", "ledger", "rollback"} & set(self.failed_stages):
             return "failed"
         return "degraded" if self.failed_stages else "ok"
@@ -51,6 +56,7 @@ class TickReport:
         """What the data step found: the symbols ready, their quotes, why the others skip."""
         self.ready = list(data.ready)
         self.quotes = {s: d.quote for s, d in data.ready.items()}
+        self.quote_times = dict(data.quote_times)
         self.skipped = {s: str(r) for s, r in data.skipped.items()}
 
 

@@ -16,7 +16,7 @@ from ccxt.base.decimal_to_precision import TICK_SIZE
 from trader.clock import Clock
 from trader.config.market_settings import ExchangeSettings
 from trader.domain import Instrument, Timeframe, from_epoch_ms
-from trader.market.feed import UnknownSymbols
+from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.hygiene import RawQuote, Row
 from trader.market.retry import Retrier, RetryPolicy
 
@@ -192,11 +192,16 @@ class CcxtMarketData:
             books = await asyncio.gather(
                 *(self._book(symbol) for symbol in missing), return_exceptions=True
             )
+            failures = []
             for symbol, book in zip(missing, books, strict=True):
                 if isinstance(book, RawQuote):
                     quotes[symbol] = book
+                elif isinstance(book, ExchangeCallFailed):
+                    failures.append(book)
                 elif isinstance(book, BaseException) and not isinstance(book, Exception):
                     raise book
+            if failures and not quotes:
+                raise failures[0]  # nothing answered: the exchange is away, not the books empty
         return quotes
 
     async def _book(self, symbol: str) -> RawQuote | None:

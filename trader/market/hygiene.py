@@ -175,6 +175,11 @@ def _price(value: object) -> Decimal | None:
     return price if price.is_finite() and price > 0 else None
 
 
+def quote_time(raw: RawQuote) -> datetime:
+    """When a quote was the book: the venue's timestamp, else when it was received."""
+    return raw.exchange_time or raw.received_at
+
+
 def check_quote(
     raw: RawQuote | None, symbol: str, now: datetime, max_age: timedelta
 ) -> Quote | SkipReason:
@@ -186,7 +191,7 @@ def check_quote(
     # A real book cannot stay locked (bid = ask): that would be a free round trip, not a quote.
     if bid > ask or (bid == ask and raw.source is not QuoteSource.SYNTHETIC):
         return SkipReason.CROSSED_QUOTE
-    at = raw.exchange_time or raw.received_at
+    at = quote_time(raw)
     if now - at > max_age:
         return SkipReason.STALE_QUOTE
     sizes = [_price(s) if s is not None else None for s in (raw.bid_size, raw.ask_size)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from trader.config.market_settings import MarketSettings
@@ -33,6 +33,7 @@ from trader.market.hygiene import (
     SkipReason,
     check_quote,
     check_rows,
+    quote_time,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
 from trader.market.window import BarWindow
@@ -54,6 +55,8 @@ class TickData:
     at: datetime
     ready: Mapping[str, SymbolData]
     skipped: Mapping[str, SkipReason]
+    # When each quote that came was the book, usable or not (a stale one too): for telemetry.
+    quote_times: Mapping[str, datetime] = field(default_factory=dict)
 
 
 async def fetch_since(
@@ -149,7 +152,7 @@ class MarketDataStep:
             await self.store.save(self._accepted)  # one write for every symbol's new bars
         skipped = {s: r for s, r in zip(self.symbols, updates, strict=True) if r is not None}
         priced = [s for s in self.symbols if s not in skipped]
-        quotes = await self._quotes(priced, now)
+        quotes, quote_times = await self._quotes(priced, now)
         ready = {}
         for symbol in priced:
             quote = quotes[symbol]
@@ -161,17 +164,22 @@ class MarketDataStep:
                 ready[symbol] = SymbolData(symbol, self.windows[symbol].snapshot(), quote)
         for symbol in skipped:
             self._log.warning("symbol skipped", symbol=symbol, reason=self.status[symbol])
-        return TickData(now, ready, skipped)
+        return TickData(now, ready, skipped, quote_times)
 
     async def _refresh_markets(self, now: datetime) -> None:
         """Reload the market list when it is due. A failure is logged and tried next tick; a
-        symbol that was delisted shows up in the log here, and as skips when fetched."""
+        symbol that was delisted shows up in the log here (an error: it needs a person), and
+        as skips when fetched. An exchange that cannot be reached is a warning here: the
+        daemon says so once, as an error, when it goes away (and every symbol skips)."""
         due = timedelta(seconds=self.settings.markets_refresh_s)
         if self._markets_loaded is not None and now - self._markets_loaded < due:
             return
         try:
             await self.feed.refresh_markets(self.symbols)
-        except (ExchangeCallFailed, UnknownSymbols) as error:
+        except ExchangeCallFailed as error:
+            self._log.warning("market list refresh failed", error=str(error))
+            return
+        except UnknownSymbols as error:
             self._log.error("market list refresh failed", error=str(error))
             return
         self._markets_loaded = now
@@ -317,23 +325,27 @@ class MarketDataStep:
             return f"insufficient_history: {len(window)} of {window.capacity} bars"
         return str(reason)
 
-    async def _quotes(self, symbols: Sequence[str], now: datetime) -> dict[str, Quote | SkipReason]:
+    async def _quotes(
+        self, symbols: Sequence[str], now: datetime
+    ) -> tuple[dict[str, Quote | SkipReason], dict[str, datetime]]:
+        """Each symbol's quote, checked, or why it has none; and when each quote that came
+        was the book."""
         max_age = timedelta(seconds=self.settings.max_quote_age_s)
         if not symbols:
-            return {}
+            return {}, {}
         if not self.settings.add_latest:
             if not self._synthetic_announced:
                 self._log.warning(SYNTHETIC_NOTICE)
                 self._synthetic_announced = True
-            return {
-                s: check_quote(synthetic_quote(self._last(s)), s, now, max_age) for s in symbols
-            }
-        try:
-            raw = await self.feed.top_of_book(symbols)
-        except ExchangeCallFailed as error:
-            self._log.warning("exchange unavailable", what="quotes", kind=error.kind)
-            return dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE)
-        return {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}
+            raw = {s: synthetic_quote(self._last(s)) for s in symbols}
+        else:
+            try:
+                raw = await self.feed.top_of_book(symbols)
+            except ExchangeCallFailed as error:
+                self._log.warning("exchange unavailable", what="quotes", kind=error.kind)
+                return dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE), {}
+        checked = {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}
+        return checked, {s: quote_time(q) for s in symbols if (q := raw.get(s)) is not None}
 
     def _last(self, symbol: str) -> Bar:
         last = self.windows[symbol].last

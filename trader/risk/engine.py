@@ -212,6 +212,13 @@ class RiskEngine:
             return 0.0
         return max(0.0, float((self.day.peak - equity) / self.day.peak))
 
+    def daily_loss(self, equity: Decimal) -> float:
+        """The loss since the day began, as a share of its starting equity (what
+        `max_daily_loss` limits); 0 when up."""
+        if self.day is None or self.day.start <= 0:
+            return 0.0
+        return max(0.0, float((self.day.start - equity) / self.day.start))
+
     def halt(self, reason: str, at: datetime) -> TradingStatus | None:
         if self.state is TradingState.HALTED:
             return None

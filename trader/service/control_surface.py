@@ -52,6 +52,8 @@ class ControlSurface:
 
     def on_reloaded(self, applied: list[str], needs_restart: list[str]) -> None:
         parts = self._parts
+        if parts.metrics is not None and parts.engine is not None:
+            parts.metrics.set_risk_limits(parts.engine.risk.settings)
         if parts.link is not None and parts.venue is not None:
             parts.link.publish(
                 events.command_result(

@@ -56,6 +56,9 @@ class ExchangeConnection:
             await engine.market.start(venue.clock.now())
         except ExchangeCallFailed as error:
             self.set(False, f"{engine.market.feed.name} unreachable: {error.kind}")
+            if self._parts.phase == "stopping":  # an attempt that was under way at the stop
+                self._log.info("exchange still unreachable at the stop", kind=error.kind)
+                return False
             self._log.error(
                 "exchange unreachable: trading waits for it; retrying",
                 exchange=engine.market.feed.name,
@@ -75,8 +78,8 @@ class ExchangeConnection:
         delay = 5.0
         while not self.market_started():
             await asyncio.sleep(delay)
-            if self.market_started():  # a tick got there first
-                return
+            if self.market_started() or self._parts.phase == "stopping":
+                return  # a tick started it first, or the daemon is stopping
             try:
                 if await self.start_market():
                     return

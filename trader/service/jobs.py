@@ -15,7 +15,7 @@ from structlog.typing import FilteringBoundLogger as Logger
 from trader.daemon.jobs import WallJobs
 from trader.domain import DomainError, Quote
 from trader.market.feed import ExchangeCallFailed
-from trader.market.hygiene import SkipReason, check_quote
+from trader.market.hygiene import RawQuote, SkipReason, check_quote, quote_time
 from trader.market.quotes import synthetic_quote
 from trader.service.exchange import ExchangeConnection
 from trader.service.health import publish_verdict
@@ -78,28 +78,29 @@ class ScheduledJobs:
         now = venue.clock.now()
         max_age = timedelta(seconds=market.max_quote_age_s)
         symbols = list(market.symbols)
-        quotes: dict[str, Quote | SkipReason] = {}
+        raw: dict[str, RawQuote] = {}
         if market.add_latest:
             try:
                 raw = await engine.market.feed.top_of_book(symbols)
             except ExchangeCallFailed as error:
                 self.exchange.set(False, f"{engine.market.feed.name} unreachable: {error.kind}")
                 parts.quotes = dict.fromkeys(symbols, SkipReason.EXCHANGE_UNAVAILABLE)
-                return
+                return  # the quote ages go on growing from the newest quotes seen
             self.exchange.set(True, "reachable")
-            quotes = {s: check_quote(raw.get(s), s, now, max_age) for s in symbols}
         else:
-            for symbol in symbols:
-                last = engine.market.windows[symbol].last
-                quotes[symbol] = (
-                    check_quote(synthetic_quote(last), symbol, now, max_age)
-                    if last is not None
-                    else SkipReason.NO_QUOTE
-                )
-        parts.quotes = quotes
-        for symbol, quote in quotes.items():
+            windows = engine.market.windows
+            raw = {
+                s: synthetic_quote(last) for s in symbols if (last := windows[s].last) is not None
+            }
+        quotes: dict[str, Quote | SkipReason] = {}
+        for symbol in symbols:
+            came = raw.get(symbol)
+            if came is not None:
+                metrics.quote_seen(symbol, quote_time(came))  # too old to use, or not
+            quotes[symbol] = quote = check_quote(came, symbol, now, max_age)
             if isinstance(quote, Quote):
-                metrics.observe_quote(symbol, quote, now)
+                metrics.observe_quote(symbol, quote)
+        parts.quotes = quotes
 
     async def snapshot_equity(self) -> None:
         """Positions marked at the latest quotes between ticks (metrics and a pnl event); the
@@ -120,7 +121,7 @@ class ScheduledJobs:
         except DomainError:
             return  # a position with no price yet: nothing is guessed
         drawdown = engine.risk.drawdown(equity)
-        metrics.observe_book(portfolio, marks, equity, drawdown)
+        metrics.observe_book(portfolio, marks, equity, drawdown, engine.risk.daily_loss(equity))
         if parts.link is not None:
             parts.link.publish(
                 events.pnl(
@@ -158,4 +159,4 @@ class ScheduledJobs:
 
     def _skipped(self, job: str) -> None:
         if self.parts.metrics is not None:
-            self.parts.metrics.jobs_missed.labels(job=job).inc()
+            self.parts.metrics.job_missed(job)

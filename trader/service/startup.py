@@ -124,19 +124,24 @@ class Startup:
         return database
 
     def _make_venue(self, last: datetime | None) -> Venue | None:
-        """Where bars, quotes and time come from; None for a replay with nothing left to run."""
+        """Where bars, quotes and time come from; None for a replay with nothing left to run.
+        The metrics measure quote ages on the venue's clock."""
         parts, settings, replay = self.parts, self.parts.settings, self.parts.replay
         if replay is None:
             try:
                 parts.venue = live_venue(settings, last, self.exchange.on_error)
             except ValueError as error:
                 raise StartupFailed(EX_CONFIG, "market data", str(error)) from error
-            return parts.venue
-        times = replay_times(settings, replay.replay, last)
-        if not times:
-            self.log.info("replay: every tick is in the ledger already", last=str(last))
-            return None
-        parts.venue = replay_venue(settings, replay.replay, times, replay.speed, resume_after=last)
+        else:
+            times = replay_times(settings, replay.replay, last)
+            if not times:
+                self.log.info("replay: every tick is in the ledger already", last=str(last))
+                return None
+            parts.venue = replay_venue(
+                settings, replay.replay, times, replay.speed, resume_after=last
+            )
+        if parts.metrics is not None:
+            parts.metrics.use_clock(parts.venue.clock)
         return parts.venue
 
     async def _recover(
@@ -215,6 +220,8 @@ class Startup:
                 forced_eager=slot.compile_stats.forced_eager,
             )  # fmt: skip
         metrics.prepare_models((s.name, str(device.device), s.mode) for s in parts.slots)
+        for slot in parts.slots:  # the guard may have given up compiling during the warm-up
+            metrics.set_forced_eager(slot.name, slot.compile_stats.forced_eager is not None)
         parts.readiness.mark("model", True, ", ".join(f"{s.name} ({s.mode})" for s in parts.slots))
 
     def _ready(self, venue: Venue) -> None:

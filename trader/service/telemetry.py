@@ -29,8 +29,12 @@ async def start_telemetry(
 ) -> None:
     settings = parts.settings
     parts.metrics = metrics = Metrics(
-        CollectorRegistry(), settings.market.symbols, broker_mode=settings.broker.mode
+        CollectorRegistry(),
+        settings.market.symbols,
+        broker_mode=settings.broker.mode,
+        simulated_clock=parts.replay is not None,  # the clock itself comes with the venue
     )
+    metrics.set_risk_limits(settings.risk)
     parts.readiness.mark("started", False, "starting")
     if settings.metrics.enabled:
         endpoint = parts.endpoint = HttpEndpoint(

@@ -1,76 +1,67 @@
 """The daemon's Prometheus metrics, on a registry passed in (never the global default one).
 
 Base units, `_total` counters, and labels drawn only from bounded sets (symbols from the
-settings, stages, outcomes, statuses, skip reasons, error kinds). Every metric appears from
-the first scrape: gauges start at 0 and labelled series are created for every known label
-value, so a dashboard or an alert never meets a missing series for something that simply has
-not happened yet.
+settings, stages, outcomes, statuses, skip reasons, error kinds: `labels.py`, which also says
+what a tick's outcome is). Every metric appears from the first scrape: gauges start at 0 and
+labelled series are created for every known label value, so a dashboard or an alert never
+meets a missing series for something that simply has not happened yet.
 """
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    PlatformCollector,
-    ProcessCollector,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from trader import __version__
+from trader.clock import Clock
+from trader.config.trading_settings import RiskSettings
 from trader.domain import DomainError, OrderStatus, Portfolio, Quote, QuoteSource, Side
 from trader.engine.report import STAGES, TickReport
 from trader.market.hygiene import SkipCounter, SkipReason
 from trader.risk.state import TradingState, TradingStatus
-
-TICK_OUTCOMES = ("ok", "degraded", "failed", "missed")
-EXCHANGE_ERROR_KINDS = (
-    "rate_limited", "ddos_protection", "timeout", "unavailable", "network", "bad_response",
-    "operation_failed", "exchange_error",
-)  # fmt: skip
-GPU_MEMORY_KINDS = ("allocated", "reserved", "peak_allocated")
-COMMANDS = ("pause", "resume", "flatten", "reload", "invalid")
-COMMAND_RESULTS = (
-    "accepted", "bad_signature", "replayed", "stale", "malformed", "unknown_command",
-    "rate_limited", "failed",
-)  # fmt: skip
-JOBS = ("quotes", "reconcile", "equity", "heartbeat")
-_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-_LATENESS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0)
-_DEVICE_KEYS = ("device", "precision", "reason", "fallback", "name", "capability", "torch",
-                "cuda", "bf16")  # fmt: skip
+from trader.telemetry.daemon_metrics import DaemonMetrics
+from trader.telemetry.labels import (
+    GPU_MEMORY_KINDS,
+    LATENESS,
+    RISK_LIMITS,
+    SECONDS,
+    TICK_OUTCOMES,
+    tick_outcome,
+)
+from trader.telemetry.quote_age import QuoteAges
 
 
 def _number(value: Decimal) -> float:
     return float(value)
 
 
-class Metrics:
+class Metrics(DaemonMetrics):
+    """Every metric of the daemon: its own (`DaemonMetrics`), and the ticks, the models, the
+    market data and the book."""
+
     def __init__(
-        self, registry: CollectorRegistry, symbols: Sequence[str], *, broker_mode: str = "paper"
+        self,
+        registry: CollectorRegistry,
+        symbols: Sequence[str],
+        *,
+        broker_mode: str = "paper",
+        clock: Clock | None = None,
+        simulated_clock: bool = False,
     ) -> None:
-        self.registry = registry
+        super().__init__(registry, broker_mode=broker_mode, simulated_clock=simulated_clock)
         self.symbols = list(symbols)
         self._missing_seen: dict[str, int] = {}
-        self.broker_mode = broker_mode
         r = registry
-        ProcessCollector(registry=r)  # process_resident_memory_bytes and friends
-        PlatformCollector(registry=r)
         self.tick_duration = Histogram(
             "trader_tick_duration_seconds", "Time spent in each stage of a tick ('total': all)",
-            ["stage"], registry=r, buckets=_SECONDS,
+            ["stage"], registry=r, buckets=SECONDS,
         )  # fmt: skip
         self.inference_latency = Histogram(
             "trader_inference_latency_seconds", "One batched model call, all symbols",
-            ["model", "device", "mode"], registry=r, buckets=_SECONDS,
+            ["model", "device", "mode"], registry=r, buckets=SECONDS,
         )  # fmt: skip
         self.recompiles = Counter(
             "trader_torch_recompiles_total", "torch.compile recompiles after warm-up", ["model"],
@@ -98,15 +89,13 @@ class Metrics:
         )  # fmt: skip
         self.tick_lateness = Histogram(
             "trader_tick_lateness_seconds", "How long after its scheduled time a tick started "
-            "(or was given up)", registry=r, buckets=_LATENESS,
-        )  # fmt: skip
-        self.loop_lag = Gauge(
-            "trader_event_loop_lag_seconds", "Worst event-loop delay over the last few seconds",
-            registry=r,
+            "(or was given up)", registry=r, buckets=LATENESS,
         )  # fmt: skip
         self.quote_age = Gauge(
-            "trader_quote_age_seconds", "Age of the latest quote", ["symbol"], registry=r
-        )
+            "trader_quote_age_seconds", "Age of the newest quote now, on the daemon's clock "
+            "(NaN before the first)", ["symbol"], registry=r,
+        )  # fmt: skip
+        self.quote_ages = QuoteAges(self.quote_age, clock)
         self.quote_spread = Gauge(
             "trader_quote_spread_bps", "Spread of the latest quote (NaN: unknown, synthetic)",
             ["symbol"], registry=r,
@@ -135,6 +124,15 @@ class Metrics:
         self.drawdown = Gauge(
             "trader_drawdown_ratio", "Drawdown from today's equity peak", registry=r
         )
+        self.daily_loss = Gauge(
+            "trader_daily_loss_ratio", "Loss since the UTC day began, as a share of the day's "
+            "starting equity (0 when up)", registry=r,
+        )  # fmt: skip
+        self.risk_limit = Gauge(
+            "trader_risk_limit_ratio", "The configured risk limits: max_drawdown (compare "
+            "trader_drawdown_ratio), daily_loss (compare trader_daily_loss_ratio)", ["limit"],
+            registry=r,
+        )  # fmt: skip
         self.trading_state = Gauge(
             "trader_trading_state", "1 for the current trading state", ["state"], registry=r
         )
@@ -152,37 +150,18 @@ class Metrics:
             "Newest bars of a symbol's window in a row, nothing missing between them",
             ["symbol"], registry=r,
         )  # fmt: skip
-        self.exchange_errors = Counter(
-            "trader_exchange_errors_total", "Failed exchange calls, by kind", ["kind"], registry=r
-        )
-        self.exchange_reachable = Gauge(
-            "trader_exchange_reachable", "1 when the last exchange call succeeded", registry=r
-        )
-        self.mqtt_connected = Gauge(
-            "trader_mqtt_connected", "1 while connected to the MQTT broker", registry=r
-        )
-        self.mqtt_dropped = Counter(
-            "trader_mqtt_dropped_total", "Events dropped (queue full or broker away)", registry=r
-        )
-        self.commands = Counter(
-            "trader_mqtt_commands_total", "Commands received on the cmd topic, by result",
-            ["command", "result"], registry=r,
-        )  # fmt: skip
-        self.jobs_missed = Counter(
-            "trader_jobs_missed_total", "Periodic jobs skipped (still running or too late)",
-            ["job"], registry=r,
-        )  # fmt: skip
         self.last_tick = Gauge(
             "trader_last_tick_timestamp_seconds", "Scheduled time of the last tick that ran",
             registry=r,
         )  # fmt: skip
-        self.ready = Gauge("trader_ready", "1 when /readyz says ready to trade", registry=r)
-        self.device_info = Info(
-            "trader_device", "Where the models run and why (see forecast.device)", registry=r
-        )
-        self.build_info = Info(
-            "trader_build", "Version of trader, its runtime, and paper or live", registry=r
-        )
+        self.last_ok_tick = Gauge(
+            "trader_last_ok_tick_timestamp_seconds", "Scheduled time of the last tick with "
+            "outcome ok (0 until one)", registry=r,
+        )  # fmt: skip
+        self.forced_eager = Gauge(
+            "trader_model_forced_eager", "1 when the compile guard switched a model to eager",
+            ["model"], registry=r,
+        )  # fmt: skip
         self._initialise()
 
     def _initialise(self) -> None:
@@ -198,18 +177,11 @@ class Metrics:
             self.trading_state.labels(state.value)
         for reason in SkipReason:
             self.data_skips.labels(reason.value)
-        for kind in EXCHANGE_ERROR_KINDS:
-            self.exchange_errors.labels(kind)
-        for command in COMMANDS:
-            for result in COMMAND_RESULTS:
-                self.commands.labels(command, result)
-        for job in JOBS:
-            self.jobs_missed.labels(job)
-        self.device_info.info(dict.fromkeys(_DEVICE_KEYS, ""))
-        self.build_info.info(build_labels() | {"broker_mode": self.broker_mode})
+        for limit in RISK_LIMITS:
+            self.risk_limit.labels(limit)
 
     def _initialise_symbol(self, symbol: str) -> None:
-        self.quote_age.labels(symbol)
+        self.quote_ages.track(symbol)
         self.quote_spread.labels(symbol).set(float("nan"))
         for source in QuoteSource:
             self.quote_source.labels(symbol, source.value)
@@ -225,12 +197,6 @@ class Metrics:
 
     # --- start-up ---------------------------------------------------------------------------
 
-    def describe_device(self, description: Mapping[str, str | None]) -> None:
-        """`DeviceChoice.describe()` as labels; a value that is None (no fallback) is ""."""
-        labels = dict.fromkeys(_DEVICE_KEYS, "")
-        labels.update({k: "" if v is None else str(v) for k, v in description.items()})
-        self.device_info.info(labels)
-
     def prepare_models(self, models: Iterable[tuple[str, str, str]]) -> None:
         """(model, device, mode) of each loaded forecaster: their series exist from now."""
         for model, device, mode in models:
@@ -238,6 +204,7 @@ class Metrics:
             self.recompiles.labels(model)
             self.graph_breaks.labels(model)
             self.cudagraph_skips.labels(model)
+            self.forced_eager.labels(model)
 
     def start_from_ledger(self, fees_paid: Decimal, status: TradingStatus) -> None:
         """Counters that the ledger keeps across restarts start at its figure: a restart then
@@ -246,14 +213,28 @@ class Metrics:
             self.fees.inc(_number(fees_paid))
         self.set_state(status)
 
+    def use_clock(self, clock: Clock) -> None:
+        """The daemon's clock (the venue's), once start-up has made it: quote ages use it."""
+        self.quote_ages.clock = clock
+
+    def set_risk_limits(self, risk: RiskSettings) -> None:
+        """The limits in force (at start-up, and after each reload)."""
+        self.risk_limit.labels("max_drawdown").set(risk.max_drawdown)
+        self.risk_limit.labels("daily_loss").set(risk.max_daily_loss)
+
     # --- ticks ------------------------------------------------------------------------------
 
     def observe_tick(self, report: TickReport) -> None:
         for stage, seconds in report.timings.items():
             self.tick_duration.labels(stage).observe(seconds)
         self.tick_duration.labels("total").observe(sum(report.timings.values()))
-        self.ticks.labels(report.outcome).inc()
+        outcome = tick_outcome(report)
+        self.ticks.labels(outcome).inc()
+        if outcome == "ok":  # first: a scrape between the two never sees a degraded tick
+            self.last_ok_tick.set(report.at.timestamp())
         self.last_tick.set(report.at.timestamp())
+        for symbol, at in report.quote_times.items():
+            self.quote_ages.saw(symbol, at)
         for order in report.orders:
             self.orders.labels(order.symbol, order.side.value, order.status.value).inc()
         for fill in report.fills:
@@ -261,9 +242,11 @@ class Metrics:
             if fill.quote_fee > 0:  # a fee in the base asset counts at the fill's price
                 self.fees.inc(_number(fill.quote_fee))
         for symbol, quote in report.quotes.items():
-            self.observe_quote(symbol, quote, report.at)
+            self.observe_quote(symbol, quote)
         if report.portfolio is not None:
-            self.observe_book(report.portfolio, report.marks, report.equity, report.drawdown)
+            self.observe_book(
+                report.portfolio, report.marks, report.equity, report.drawdown, report.daily_loss
+            )
         if report.status is not None:
             self.set_state(report.status)
 
@@ -283,10 +266,13 @@ class Metrics:
         marks: Mapping[str, Decimal],
         equity: Decimal,
         drawdown: float | None,
+        daily_loss: float | None = None,
     ) -> None:
         self.equity.set(_number(equity))
         if drawdown is not None:
             self.drawdown.set(drawdown)
+        if daily_loss is not None:
+            self.daily_loss.set(daily_loss)
         for symbol in set(self.symbols) | set(portfolio.positions):
             self.position.labels(symbol).set(_number(portfolio.amount(symbol)))
             self.pnl_realized.labels(symbol).set(
@@ -299,8 +285,13 @@ class Metrics:
         for symbol in self.symbols:
             self.pnl_unrealized.labels(symbol).set(_number(unrealized.get(symbol, Decimal(0))))
 
-    def observe_quote(self, symbol: str, quote: Quote, now: datetime) -> None:
-        self.quote_age.labels(symbol).set(max(0.0, quote.age(now).total_seconds()))
+    def quote_seen(self, symbol: str, at: datetime) -> None:
+        """A quote stamped `at` arrived, usable or not (too old, crossed): its age counts."""
+        self.quote_ages.saw(symbol, at)
+
+    def observe_quote(self, symbol: str, quote: Quote) -> None:
+        """A quote the daemon may trade on: its time, spread and source."""
+        self.quote_ages.saw(symbol, quote.at)
         spread = quote.spread_bps
         self.quote_spread.labels(symbol).set(float("nan") if spread is None else spread)
         for source in QuoteSource:
@@ -333,31 +324,16 @@ class Metrics:
             if n > 0:
                 counter.labels(model).inc(n)
 
+    def set_forced_eager(self, model: str, forced: bool) -> None:
+        self.forced_eager.labels(model).set(forced)
+
     def set_gpu_memory(self, allocated: int, reserved: int, peak: int) -> None:
         for kind, value in zip(GPU_MEMORY_KINDS, (allocated, reserved, peak), strict=True):
             self.gpu_memory.labels(kind).set(value)
 
-    def exchange_error(self, kind: str) -> None:
-        known = kind if kind in EXCHANGE_ERROR_KINDS else "exchange_error"
-        self.exchange_errors.labels(known).inc()
-
     def data_skip(self, reason: SkipReason, n: int) -> None:
         if n > 0:
             self.data_skips.labels(reason.value).inc(n)
-
-    def command(self, command: str, result: str) -> None:
-        self.commands.labels(command if command in COMMANDS else "invalid", result).inc()
-
-
-def build_labels() -> dict[str, str]:
-    labels = {"version": __version__, "python": platform.python_version()}
-    try:
-        import torch  # noqa: PLC0415 - the daemon has it loaded already; tools may not
-
-        labels |= {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
-    except ImportError:  # pragma: no cover - torch is a dependency
-        labels |= {"torch": "", "cuda": ""}
-    return labels
 
 
 @dataclass

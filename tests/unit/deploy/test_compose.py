@@ -1,11 +1,14 @@
 """The compose stack and the image agree with each other and with the daemon's settings: the
-GPU is reserved for the daemon, Prometheus scrapes the port it listens on, Grafana is wired to
-Prometheus, every mounted file exists, ports stay on loopback, and every setting they pass is
-one the daemon accepts. (The compose specification itself: tests/integration/test_deploy_tools.)"""
+GPU is reserved for the daemon, Prometheus scrapes the port it listens on and sends its alerts
+to the stack's Alertmanager, Grafana is wired to Prometheus, every mounted file exists, ports
+stay on loopback, images are pinned, the live symbol locks are shared, the image runs the Python
+and torch the tests run, and every setting they pass is one the daemon accepts. (The compose
+specification itself and amtool: tests/integration/test_deploy_tools.)"""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from trader.config import load_settings
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
 SERVICES = COMPOSE["services"]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
+LOCKS = "/run/trader/locks"
 
 
 def mounts(service: str) -> dict[str, str]:
@@ -32,8 +36,17 @@ def dockerfile_env() -> dict[str, str]:
     return dict(re.findall(r"\b(TRADER_\w+)=(\S+)", DOCKERFILE))
 
 
-def test_the_stack_has_its_four_services():
-    assert set(SERVICES) == {"trader", "mosquitto", "prometheus", "grafana"}
+def test_the_stack_has_its_five_services():
+    assert set(SERVICES) == {"trader", "mosquitto", "prometheus", "alertmanager", "grafana"}
+
+
+def test_every_image_is_pinned_to_a_version():
+    for name, service in SERVICES.items():
+        if "build" in service:
+            continue  # built from this repository
+        image, _, tag = service["image"].rpartition(":")
+        assert image, (name, service["image"])
+        assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), (name, service["image"])
 
 
 def test_only_the_daemon_reserves_the_gpu():
@@ -41,7 +54,7 @@ def test_only_the_daemon_reserves_the_gpu():
     assert device["driver"] == "nvidia"
     assert "gpu" in device["capabilities"]
     assert device.get("count", 0) >= 1 or device.get("device_ids")
-    for name in ("mosquitto", "prometheus", "grafana"):
+    for name in ("mosquitto", "prometheus", "alertmanager", "grafana"):
         assert "deploy" not in SERVICES[name]
 
 
@@ -75,6 +88,19 @@ def test_settings_passed_to_the_daemon_are_valid():
     assert loaded.settings.mqtt.enabled
     assert loaded.settings.broker.mode == "paper"  # live trading is never the default
     assert loaded.settings.ledger.path.parent.as_posix() == "/var/lib/trader"
+    assert loaded.settings.broker.lock_dir.as_posix() == LOCKS
+
+
+def test_live_symbol_locks_are_on_a_volume_every_trader_container_can_share():
+    # Not the container's own /tmp: a second daemon in another container must see the locks.
+    assert SERVICES["trader"]["environment"]["TRADER_BROKER__LOCK_DIR"] == LOCKS
+    assert dockerfile_env()["TRADER_BROKER__LOCK_DIR"] == LOCKS
+    [(volume, target)] = [(v, t) for v, t in mounts("trader").items() if LOCKS.startswith(t)]
+    assert not volume.startswith((".", "/"))  # a named volume
+    # A fixed name, not prefixed with the compose project's: other projects can mount it.
+    assert COMPOSE["volumes"][volume]["name"] == volume
+    # The image makes the mount point, so a new volume starts owned by the daemon's user.
+    assert f"-o trader -g trader -m 0700 {target}" in DOCKERFILE
 
 
 def test_the_secrets_folder_is_mounted_where_the_daemon_looks_and_git_ignores_it():
@@ -102,6 +128,40 @@ def test_prometheus_scrapes_the_daemon_where_it_listens():
     assert any(rule.startswith("rules/") for rule in config["rule_files"])
 
 
+def test_prometheus_sends_its_alerts_to_the_stacks_alertmanager():
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    [alertmanagers] = config["alerting"]["alertmanagers"]
+    [targets] = [c["targets"] for c in alertmanagers["static_configs"]]
+    assert targets == ["alertmanager:9093"]
+    alertmanager = SERVICES["alertmanager"]
+    assert "127.0.0.1:9093:9093" in alertmanager["ports"]
+    assert mounts("alertmanager")["./alertmanager"] == "/etc/alertmanager"
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in alertmanager["command"]
+    assert (DEPLOY / "alertmanager" / "alertmanager.yml").is_file()
+    assert "alertmanager" in SERVICES["prometheus"]["depends_on"]
+
+
+def test_alertmanager_routes_by_severity_and_repeats_critical_sooner():
+    config = yaml.safe_load((DEPLOY / "alertmanager" / "alertmanager.yml").read_text())
+    route = config["route"]
+    receivers = {receiver["name"] for receiver in config["receivers"]}
+    assert route["receiver"] in receivers
+    by_severity = {tuple(r["matchers"]): r for r in route["routes"]}
+    critical = by_severity[('severity="critical"',)]
+    warning = by_severity[('severity="warning"',)]
+    assert {critical["receiver"], warning["receiver"]} <= receivers
+    hours = {"h": 1.0, "m": 1 / 60}
+    repeat = {
+        name: float(r["repeat_interval"][:-1]) * hours[r["repeat_interval"][-1]]
+        for name, r in (("critical", critical), ("warning", warning))
+    }
+    assert repeat["critical"] < repeat["warning"]
+    # The severities the rules use are the ones routed.
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "rules" / "trader.rules.yml").read_text())
+    severities = {r["labels"]["severity"] for g in rules["groups"] for r in g["rules"]}
+    assert severities == {"critical", "warning"}
+
+
 def test_the_daemon_reaches_mosquitto_on_its_listener():
     environment = SERVICES["trader"]["environment"]
     assert environment["TRADER_MQTT__HOST"] in SERVICES
@@ -127,5 +187,22 @@ def test_the_image_runs_as_a_non_root_user_with_a_health_check():
     assert users[-1] == "10001:10001"
     assert "HEALTHCHECK" in app_stage
     assert "/opt/trader/healthcheck.py" in app_stage
-    [base] = re.findall(r"^ARG CUDA_IMAGE=nvidia/cuda:(\d+)\.(\d+)", DOCKERFILE, re.M)
-    assert tuple(map(int, base)) >= (12, 8)  # CUDA 12.8: the first with Blackwell sm_120
+    assert "NVIDIA_VISIBLE_DEVICES=all" in app_stage
+
+
+def test_the_image_runs_the_python_and_torch_the_tests_run():
+    # The tests run on the oldest Python the package supports and on the torch the Makefile
+    # pins for machines without a GPU; the image must not drift to others.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    [oldest] = re.findall(r">=(\d+\.\d+)", project["requires-python"])
+    [python] = re.findall(r"^ARG PYTHON_IMAGE=python:(\d+\.\d+)-slim-(\w+)$", DOCKERFILE, re.M)
+    assert python == (oldest, "bookworm")
+    makefile = (ROOT / "Makefile").read_text()
+    [tested] = re.findall(r"^TORCH_SPEC \?=.*\btorch==([\d.]+)\)$", makefile, re.M)
+    [built] = re.findall(r"^ARG TORCH_VERSION=(\S+)$", DOCKERFILE, re.M)
+    assert built == tested
+    # The GPU build must carry Blackwell kernels (the build checks), unless asked for none.
+    assert re.search(r"^ARG TORCH_REQUIRE_ARCH=sm_120$", DOCKERFILE, re.M)
+    # Every FROM is one of the stages or that Python image.
+    for source in re.findall(r"^FROM (\S+)", DOCKERFILE, re.M):
+        assert source in {"${PYTHON_IMAGE}", "app"}, source

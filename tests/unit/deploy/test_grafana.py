@@ -126,6 +126,17 @@ def test_panels_fit_the_grid_and_do_not_overlap(dashboard):
         taken |= cells
 
 
+def test_no_query_matches_a_label_the_daemon_renamed(dashboard):
+    # trader_jobs_missed_total's `job` label became `task`: Prometheus would have renamed it
+    # exported_job, and `job` is the scrape job's.
+    for query in dashboard_queries():
+        for selector in selectors(query.expr):
+            labels = {m.label for m in selector.matchers}
+            assert "exported_job" not in labels, query.where
+            if selector.metric == "trader_jobs_missed_total":
+                assert [m.value for m in selector.matchers if m.label == "job"] == ["trader"]
+
+
 def test_every_variable_a_query_uses_is_defined(dashboard):
     defined = {variable["name"] for variable in dashboard["templating"]["list"]}
     for panel in panels(dashboard):
@@ -158,6 +169,26 @@ def test_the_operator_sees_every_topic_the_issue_lists(dashboard):
         and ("outcome", "=", "missed") in [(m.label, m.op, m.value) for m in s.matchers]
         for s in read
     )
+    # Ticks that ran but were not ok (degraded, failed) have a stat of their own.
+    assert any(
+        s.metric == "trader_ticks_total"
+        and any(
+            m.label == "outcome"
+            and m.op == "=~"
+            and {"degraded", "failed"} <= set(m.value.split("|"))
+            for m in s.matchers
+        )
+        for s in read
+    )
+    # Both risk limits are drawn against what they limit.
+    limits = {
+        m.value
+        for s in read
+        if s.metric == "trader_risk_limit_ratio"
+        for m in s.matchers
+        if m.label == "limit"
+    }
+    assert limits == {"max_drawdown", "daily_loss"}
     latency = [
         t["expr"]
         for p in panels(dashboard)

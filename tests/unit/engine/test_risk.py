@@ -136,6 +136,9 @@ def test_drawdown_from_the_days_peak_means_reducing_until_the_next_day():
     assert change.state is TradingState.REDUCING
     assert change.reason == "drawdown 10.45% from today's peak > 10.00%"
     assert risk.drawdown(Decimal(9_850)) == pytest.approx(0.104545, abs=1e-5)
+    # The day's loss is from its start, not its peak: what max_daily_loss limits.
+    assert risk.daily_loss(Decimal(9_850)) == pytest.approx(0.015)
+    assert risk.daily_loss(Decimal(10_500)) == 0.0
     next_day = risk.observe_equity(AT + timedelta(days=1), Decimal(9_850))
     assert next_day is not None
     assert (next_day.state, next_day.reason) == (TradingState.ACTIVE, "a new trading day")

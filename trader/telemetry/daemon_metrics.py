@@ -1,0 +1,108 @@
+"""The metrics of the daemon itself, apart from what it trades: the process, the event loop,
+the exchange and MQTT links, commands, the periodic tasks, readiness, the clock, the device and
+the build. `metrics.Metrics` adds the ticks, the models, the market and the book to these."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+from trader import __version__
+from trader.telemetry.labels import (
+    COMMAND_RESULTS,
+    COMMANDS,
+    DEVICE_KEYS,
+    EXCHANGE_ERROR_KINDS,
+    TASKS,
+)
+
+
+class DaemonMetrics:
+    def __init__(
+        self, registry: CollectorRegistry, *, broker_mode: str, simulated_clock: bool
+    ) -> None:
+        self.registry = r = registry
+        self.broker_mode = broker_mode
+        ProcessCollector(registry=r)  # process_resident_memory_bytes and friends
+        PlatformCollector(registry=r)
+        self.loop_lag = Gauge(
+            "trader_event_loop_lag_seconds", "Worst event-loop delay over the last few seconds",
+            registry=r,
+        )  # fmt: skip
+        self.exchange_errors = Counter(
+            "trader_exchange_errors_total", "Failed exchange calls, by kind", ["kind"], registry=r
+        )
+        self.exchange_reachable = Gauge(
+            "trader_exchange_reachable", "1 when the last exchange call succeeded", registry=r
+        )
+        self.mqtt_connected = Gauge(
+            "trader_mqtt_connected", "1 while connected to the MQTT broker", registry=r
+        )
+        self.mqtt_dropped = Counter(
+            "trader_mqtt_dropped_total", "Events dropped (queue full or broker away)", registry=r
+        )
+        self.commands = Counter(
+            "trader_mqtt_commands_total", "Commands received on the cmd topic, by result",
+            ["command", "result"], registry=r,
+        )  # fmt: skip
+        self.jobs_missed = Counter(
+            "trader_jobs_missed_total", "Periodic tasks skipped (still running or too late)",
+            ["task"], registry=r,
+        )  # fmt: skip
+        self.ready = Gauge("trader_ready", "1 when /readyz says ready to trade", registry=r)
+        self.clock_simulated = Gauge(
+            "trader_clock_simulated", "1 on a simulated clock (trader run --replay), 0 live",
+            registry=r,
+        )  # fmt: skip
+        self.device_info = Info(
+            "trader_device", "Where the models run and why (see forecast.device)", registry=r
+        )
+        self.build_info = Info(
+            "trader_build", "Version of trader, its runtime, and paper or live", registry=r
+        )
+        for kind in EXCHANGE_ERROR_KINDS:
+            self.exchange_errors.labels(kind)
+        for command in COMMANDS:
+            for result in COMMAND_RESULTS:
+                self.commands.labels(command, result)
+        for task in TASKS:
+            self.jobs_missed.labels(task)
+        self.clock_simulated.set(simulated_clock)
+        self.device_info.info(dict.fromkeys(DEVICE_KEYS, ""))
+        self.build_info.info(build_labels() | {"broker_mode": broker_mode})
+
+    def describe_device(self, description: Mapping[str, str | None]) -> None:
+        """`DeviceChoice.describe()` as labels; a value that is None (no fallback) is ""."""
+        labels = dict.fromkeys(DEVICE_KEYS, "")
+        labels.update({k: "" if v is None else str(v) for k, v in description.items()})
+        self.device_info.info(labels)
+
+    def exchange_error(self, kind: str) -> None:
+        known = kind if kind in EXCHANGE_ERROR_KINDS else "exchange_error"
+        self.exchange_errors.labels(known).inc()
+
+    def job_missed(self, task: str) -> None:
+        self.jobs_missed.labels(task).inc()
+
+    def command(self, command: str, result: str) -> None:
+        self.commands.labels(command if command in COMMANDS else "invalid", result).inc()
+
+
+def build_labels() -> dict[str, str]:
+    labels = {"version": __version__, "python": platform.python_version()}
+    try:
+        import torch  # noqa: PLC0415 - the daemon has it loaded already; tools may not
+
+        labels |= {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
+    except ImportError:  # pragma: no cover - torch is a dependency
+        labels |= {"torch": "", "cuda": ""}
+    return labels
