@@ -167,11 +167,11 @@ def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
         unsigned = json.dumps({"command": "pause", "timestamp": int(time.time()),
                                "nonce": "0123456789ab"}).encode()  # fmt: skip
         assert send(unsigned)["result"] == "malformed"
-        forged = sign("not-the-secret-at-all-0000", "pause", timestamp=int(time.time()))
+        forged = sign("not-the-secret-at-all-0000", "pause", topic=cmd, timestamp=int(time.time()))
         assert send(forged)["result"] == "bad_signature"
         assert metric(port, "trader_trading_state", state="active") == 1
 
-        pause = sign(SECRET, "pause", timestamp=int(time.time()))
+        pause = sign(SECRET, "pause", topic=cmd, timestamp=int(time.time()))
         assert send(pause)["result"] == "accepted"
         assert metric(port, "trader_trading_state", state="halted") == 1
         watcher.wait_for(
@@ -180,7 +180,8 @@ def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
         )
         booked = len(ticks(ledger))
         assert send(pause)["result"] == "replayed"  # captured and sent again
-        assert send(sign(SECRET, "resume", timestamp=int(time.time())))["result"] == "accepted"
+        resume = sign(SECRET, "resume", topic=cmd, timestamp=int(time.time()))
+        assert send(resume)["result"] == "accepted"
         assert metric(port, "trader_trading_state", state="active") == 1
         assert len(ticks(ledger)) > booked  # ticking all along
 

@@ -30,6 +30,7 @@ from trader.emulator.server import EmulatorServer
 from trader.emulator.venue import Fees, Venue
 from trader.market.hygiene import parse_row
 from trader.market.replay import Recording
+from trader.private_files import write_private
 
 
 @dataclass
@@ -168,7 +169,7 @@ async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = Non
             }
             # Written whole under another name first: a reader never sees half of it.
             part = ready_file.with_name(ready_file.name + ".part")
-            await asyncio.to_thread(part.write_text, json.dumps(ready))
+            await asyncio.to_thread(write_private, part, json.dumps(ready))  # test keys: 0600
             await asyncio.to_thread(part.replace, ready_file)
         await stop.wait()
     finally:

@@ -143,4 +143,16 @@ MIGRATIONS: tuple[str, ...] = (
         taken_at TEXT NOT NULL
     );
     """,
+    # 4: the nonces of signed operator commands, kept while their command could still pass the
+    # freshness check (`fresh_until`), so a command captured on the broker is refused as
+    # replayed after a restart too.
+    """
+    CREATE TABLE command_nonces (
+        nonce TEXT PRIMARY KEY,
+        command TEXT NOT NULL,
+        seen_at TEXT NOT NULL,
+        fresh_until TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX command_nonces_fresh ON command_nonces (fresh_until);
+    """,
 )

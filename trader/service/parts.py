@@ -22,6 +22,7 @@ from trader.domain import Quote
 from trader.engine.pipeline import Engine
 from trader.engine.report import TickReport
 from trader.forecast.device import DeviceChoice
+from trader.ledger.nonces import CommandNonces
 from trader.market.hygiene import SkipReason
 from trader.market.replay_calendars import ReplayCalendars
 from trader.runner import Venue
@@ -88,6 +89,7 @@ class Parts:
     engine: Engine | None = None
     slots: list[ModelSlot] = field(default_factory=list)
     controller: Controller | None = None
+    nonces: CommandNonces | None = None  # used command nonces, in the ledger once it is open
     ticks: TickLoop | None = None
     jobs: WallJobs | None = None
     # what ticks and jobs last saw
