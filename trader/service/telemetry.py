@@ -42,6 +42,7 @@ async def start_telemetry(
             parts.readiness,
             host=settings.metrics.host,
             port=settings.metrics.port,
+            idle_timeout_s=settings.metrics.idle_timeout_s,
             on_verdict=lambda verdict: publish_verdict(parts, verdict),
         )
         try:
