@@ -42,6 +42,7 @@ MAX_DEPTH = 8  # the body and its args need two; JSON nested deeper is refused u
 MAX_NONCES = 10_000  # a flood of signed commands cannot grow the ledger without bound
 NONCE = re.compile(r"[A-Za-z0-9_-]{8,128}")
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+SIGNATURE = re.compile(r"[0-9a-f]{64}")  # hex SHA-256; compare_digest refuses non-ASCII text
 LATEST_TIMESTAMP = 2**53  # no float loses a second below it
 
 
@@ -156,10 +157,12 @@ def _parse(payload: bytes) -> Signed | Refusal:
         or not isinstance(nonce, str)
         or not NONCE.fullmatch(nonce)
         or not isinstance(signature, str)
+        or not SIGNATURE.fullmatch(signature)
     ):
         return Refusal(
             "malformed",
-            "timestamp (Unix seconds), nonce (8-128 of A-Z a-z 0-9 _ -) and signature are required",
+            "timestamp (Unix seconds), nonce (8-128 of A-Z a-z 0-9 _ -) and signature (64 "
+            "lowercase hex digits) are required",
             label,
         )
     return Signed(name, args, timestamp, nonce, signature)
