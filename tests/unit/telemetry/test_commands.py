@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +167,19 @@ async def test_a_flood_of_signed_commands_is_refused_beyond_the_limit(tmp_path):
         await database.close()
     assert [isinstance(r, Command) for r in results] == [True, True, True, False]
     assert results[-1].result == "rate_limited"  # type: ignore[union-attr]
+
+
+def test_the_readmes_worked_example_is_what_the_daemon_computes():
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    secret = re.search(r"with the secret\s+`([^`]+)`", readme).group(1)  # type: ignore[union-attr]
+    payload = re.search(r'```json\n\s*(\{"command".*\})\n', readme).group(1)  # type: ignore[union-attr]
+    body = json.loads(payload)
+    assert payload.encode() == sign(
+        secret, body["command"], topic="trader/default/cmd", timestamp=body["timestamp"],
+        nonce=body["nonce"], args=body["args"],
+    )  # fmt: skip
+    check = CommandVerifier(secret.encode(), window_s=30, topic="trader/default/cmd")
+    assert not isinstance(check.check(payload.encode(), body["timestamp"]), Refusal)
+    signed_bytes = b"trader/default/cmd\n1767225600\n9f1c2e3d4b5a6978\npause\n{}"
+    assert f"the {len(signed_bytes)} bytes signed" in readme
+    assert hmac.new(secret.encode(), signed_bytes, hashlib.sha256).hexdigest() == body["signature"]
