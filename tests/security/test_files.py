@@ -59,8 +59,8 @@ async def test_the_ledger_its_side_files_and_every_lock_are_private_under_any_um
             locks = take_live_locks(settings, [SYMBOL], NOW)
             files = [ledger, *(ledger.with_name(ledger.name + s) for s in ("-wal", "-shm"))]
             files += [ledger.with_name(ledger.name + ".lock"), lock_path(settings, SYMBOL)]
-            files += [settings.broker.lock_dir / "account-salt"]
             assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+            assert mode(settings.broker.lock_dir / "account-salt") == 0o600
             folders = [ledger.parent, ledger.parent.parent, settings.broker.lock_dir]
             assert {str(f): mode(f) for f in folders} == {str(f): 0o700 for f in folders}
             locks.release()
@@ -98,7 +98,8 @@ def test_a_planted_lock_is_refused_and_nothing_is_written_through_it(tmp_path, k
     settings = live(tmp_path)
     victim = tmp_path / "precious.txt"
     victim.write_text("the victim's data\n")
-    path = lock_path(settings, SYMBOL)  # makes the lock folder, as a first daemon would
+    path = lock_path(settings, SYMBOL)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # as a first daemon leaves it
     planted(kind, path, victim)
     with pytest.raises(StartRefused, match="refused") as refused:
         take_live_locks(settings, [SYMBOL], NOW)
