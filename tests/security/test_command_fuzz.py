@@ -22,7 +22,6 @@ from trader.telemetry.commands import KNOWN, sign
 from trader.telemetry.labels import COMMAND_RESULTS
 
 PAYLOADS = 2_000
-NOW = int(time.time())
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
 json_values = st.recursive(
@@ -48,7 +47,9 @@ deep = st.builds(
 # Each field of a signed command: of the right form three times in four, else anything.
 names = st.sampled_from(sorted(KNOWN)) | st.from_regex(r"[a-z_-]{1,12}", fullmatch=True)
 odd_names = st.text(max_size=70)
-timestamps = st.integers(NOW - 40, NOW + 40)  # fresh within 30 s, or stale
+# Fresh within the 30 s window, or stale: read off the clock when drawn, not when the module
+# was imported (a long suite runs the test many minutes later).
+timestamps = st.integers(-40, 40).map(lambda offset: int(time.time()) + offset)
 odd_timestamps = st.integers() | st.floats() | st.text(max_size=12) | st.none()
 nonces = st.text(alphabet="abcdef0123456789-_", min_size=8, max_size=20)
 odd_nonces = st.text(max_size=140)
