@@ -87,9 +87,7 @@ def _settings(settings: Settings, request: EvaluateRequest) -> Settings:
     try:
         return type(settings).model_validate(updated.model_dump())
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors()
-        )
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
         raise Refused(EX_ARGUMENTS, f"--horizon/--context/--samples: {problems}") from None
 
 

@@ -13,7 +13,7 @@ Student t reference.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,11 +59,12 @@ def bootstrap_intervals(
     *,
     confidence: float = 0.9,
     step: int | None = None,
+    names: Sequence[str] | None = None,
 ) -> Mapping[str, Interval]:
-    """Percentile intervals of every figure over the resamples `weights`."""
+    """Percentile intervals of every figure (or those `names`) over the resamples `weights`."""
     tail = (1 - confidence) / 2 * 100
     out = {}
-    for name, values in scores.values(weights, step).items():
+    for name, values in scores.values(weights, step, names).items():
         finite = values[np.isfinite(values)]
         if finite.size < 2:
             out[name] = Interval(None, None)

@@ -20,7 +20,7 @@ by the same rules as a forecast whose every quantile is that point.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +51,7 @@ class Figures:
     skill: float | None  # 1 - CRPS / CRPS of the naive forecast
     wql: float | None  # weighted quantile loss: sum of 2 x pinball / sum of |realised level|
     mae: float | None  # of the median
+    mae_naive: float | None  # of the naive forecast
     mase: float | None  # MAE / MAE of the naive forecast, over the same origins and steps
     hit_rate: float | None  # the median's direction, where it has one
     coverage: Mapping[str, float | None]  # "50", "80", "90": share inside the central interval
@@ -75,22 +76,29 @@ class Scores:
         object.__setattr__(self, "origins", shape[0])
         object.__setattr__(self, "steps", shape[1])
 
-    def sums(self, step: int | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def sums(
+        self, step: int | None = None, names: Sequence[str] | None = None
+    ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Per origin: each figure's numerator and denominator, over every step or one."""
         pick = slice(None) if step is None else slice(step, step + 1)
         return {
             name: (r.numerator[:, pick].sum(axis=1), r.denominator[:, pick].sum(axis=1))
             for name, r in self.ratios.items()
+            if names is None or name in names
         }
 
     def values(
-        self, weights: np.ndarray | None = None, step: int | None = None
+        self,
+        weights: np.ndarray | None = None,
+        step: int | None = None,
+        names: Sequence[str] | None = None,
     ) -> dict[str, np.ndarray]:
-        """Each figure under origin `weights` ([replicate, origin] counts; None: each origin
-        once), as an array over the replicates (NaN where the denominator is 0)."""
+        """Each figure (or those `names`) under origin `weights` ([replicate, origin] counts;
+        None: each origin once), as an array over the replicates (NaN where the denominator
+        is 0)."""
         w = np.ones((1, self.origins)) if weights is None else weights
         out = {}
-        for name, (num, den) in self.sums(step).items():
+        for name, (num, den) in self.sums(step, names).items():
             top, bottom = w @ num, w @ den
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)
@@ -102,7 +110,8 @@ class Scores:
         scored = self.ratios["crps"].denominator
         count = int(scored.sum() if step is None else scored[:, step].sum())
         return Figures(
-            count, v["crps"], v["crps_naive"], v["skill"], v["wql"], v["mae"], v["mase"],
+            count, v["crps"], v["crps_naive"], v["skill"], v["wql"], v["mae"], v["mae_naive"],
+            v["mase"],
             v["hit_rate"],
             {interval_name(c): v[f"coverage_{interval_name(c)}"] for c in INTERVALS},
             tuple((q, v[f"below_{q!r}"]) for q in self.levels),
@@ -216,6 +225,7 @@ def score(
         "skill": Ratio(crps_model, crps_naive, one_minus=True),
         "wql": Ratio(wql_top, np.where(known, np.abs(level_of), 0.0)),
         "mae": Ratio(error, ones),
+        "mae_naive": Ratio(naive_error, ones),
         "mase": Ratio(error, naive_error),
         "hit_rate": Ratio(hits.astype(np.float64), directed.astype(np.float64)),
     }
