@@ -74,6 +74,18 @@ class ForecastSettings(Section):
     baseline_lookback: int = Field(
         256, ge=8, description="bars of history behind the baseline's quantiles"
     )
+    skill_window: int = Field(
+        168,
+        ge=1,
+        description="live skill: the latest scored forecasts per model and symbol that "
+        "trader_forecast_crps, _mase, _coverage and _skill_vs_naive are computed over",
+    )
+    stability_jump_sigmas: float = Field(
+        4.0,
+        gt=0,
+        description="a tick-to-tick move of the median forecast beyond this many realised "
+        "sigmas over the horizon counts in trader_forecast_median_jumps_total",
+    )
     weights_dir: Path | None = Field(
         None, description="local directory of weights; default: the Hugging Face cache"
     )
