@@ -161,6 +161,10 @@ def _forecast(
     """[origin, step, level] forecast prices per (model, symbol)."""
     settings = result.settings
     wanted = {s: o.ends_ms for s, o in result.origins.items()}
+    # Batches are slots of the clock (the sampler seeds depend on them): spaced origins would
+    # each fill a batch of windows nobody asked for, so they are forecast one a call.
+    spaced = any(o.spacing > 1 for o in result.origins.values())
+    batch = 1 if spaced else settings.backtest.batch_windows
     cache = ForecastCache(settings.backtest.cache_dir)
     tables: dict[tuple[str, str], np.ndarray] = {}
     try:
@@ -169,7 +173,7 @@ def _forecast(
             served = forecast_ahead(
                 model, windows, wanted, cache, horizon=result.horizon,
                 quantiles=result.levels, context=result.context,
-                batch=settings.backtest.batch_windows, progress=progress,
+                batch=batch, progress=progress,
             )  # fmt: skip
             for symbol, ends in wanted.items():
                 found = [served.cached(symbol, e) for e in ends]
