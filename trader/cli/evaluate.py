@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 
 from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
-    period_bound,
     positive,
     reading_options,
     utc_date,
+    utc_end,
 )
 
 MODELS = ("baseline", "toto", "kronos")
@@ -42,7 +41,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "market.context_bars)")  # fmt: skip
     add("--samples", type=positive, metavar="S", help="sample paths per forecast (Toto, Kronos)")
     add("--from", dest="begin", type=utc_date, metavar="D", help="first origin, UTC date or time")
-    add("--to", dest="end", type=_end, metavar="D", help="last origin, UTC (a date: all that day)")
+    add("--to", dest="end", type=utc_end, metavar="D", help="last origin, UTC (a date: that day)")
     add("--origins", type=_origins, default=None, metavar="every|N",
         help="every bar (default), or N origins evenly spaced over the period")  # fmt: skip
     add("--json", dest="as_json", action="store_true", help="print one JSON object")
@@ -70,10 +69,6 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
     )
     return run_evaluate_command(request, loader(args))
-
-
-def _end(text: str) -> datetime:
-    return period_bound(text, end=True)
 
 
 def _weights(text: str) -> tuple[str, Path]:
