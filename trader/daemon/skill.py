@@ -60,12 +60,14 @@ class LiveSkill:
 
     async def start(self, now: datetime) -> SkillUpdate:
         """The rolling windows from the ledger's latest scores, and the forecasts still
-        waiting for their horizon (made within a window's span of bars before `now`)."""
+        waiting for their horizon (made recently enough for their origin to be in the window)."""
         for row in await self.store.latest(self.rolling.window, SCORED):
             self.rolling.add(row.model, row.symbol, _pairs(row.sums))
             if row.model == self.models[0]:
                 self.rolling.add(NAIVE, row.symbol, _pairs(row.naive))
-        span = self.market.timeframe.duration * (self.market.settings.context_bars * 2)
+        # Older forecasts' origins have left the window (a stock's bars come a sixth of the
+        # day at most, and a window holds context_bars of them): they could only expire.
+        span = self.market.timeframe.duration * (self.market.settings.context_bars * 14)
         for forecast in await self.store.pending(now - span, self.market.timeframe):
             self._wait(forecast)
         return SkillUpdate(touched=set(self.rolling.keys()))
