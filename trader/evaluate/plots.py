@@ -104,7 +104,8 @@ def crps_time_plot(path: Path, title: str, ends_ms: Sequence[int], rows: Sequenc
         style = NAIVE_STYLE if row.model == NAIVE else {"color": _colour(i - 1), "linewidth": 1.1}
         axis.plot(x, smooth, label=row.model, **style)  # type: ignore[arg-type]
     axis.set_ylabel("CRPS of the return (%), mean over the horizon")
-    axis.set_title(f"{title} (mean of the last {window} origins)")
+    smoothing = "each origin" if window == 1 else f"mean of the last {window} origins"
+    axis.set_title(f"{title} ({smoothing})")
     axis.legend(loc="upper left", frameon=False)
     axis.grid(True, alpha=0.3)
     _dates(axis)
