@@ -88,6 +88,12 @@ def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(cli
     ticked = [(m.body["at"], ORDER[k]) for m, k in zip(events, kinds, strict=True)
               if k != "pnl" or m.body["source"] == "tick"]  # fmt: skip
     assert ticked == sorted(ticked)
+    # Each forecast scored once its horizon closed, on a topic of its own.
+    scores = [m for m in received if "/forecast_score/" in m.topic]
+    assert scores
+    assert all(m.topic == "trader/mq1/forecast_score/SOL-USDT" for m in scores)
+    assert {m.body["schema"] for m in scores} == {"trader.forecast_score/1"}
+    assert all(m.body["model"] == "baseline" and m.body["crps"] >= 0 for m in scores)
     fill = next(m.body for m in events if m.topic.endswith("/fill"))
     assert {"fill_id", "client_order_id", "price", "amount", "fee", "side"} <= set(fill)
     assert isinstance(fill["price"], str)  # exact decimals travel as strings

@@ -64,10 +64,27 @@ class ForecastSettings(Section):
     horizon: int = Field(1, ge=1, le=1024, description="bars ahead to forecast")
     seed: int = Field(0, ge=0, description="random seed of the sampler")
     quantiles: list[float] = Field(
-        [0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9], min_length=1, description="quantile levels reported"
+        # Evenly spaced and symmetric: the quantile CRPS is then a fair approximation, and the
+        # 50/80/90% central intervals whose coverage is scored are all there.
+        [round(0.05 * i, 2) for i in range(1, 20)],
+        min_length=1,
+        description="quantile levels reported (0.05 .. 0.95: the skill metrics score the "
+        "50/80/90% central intervals and the CRPS from them)",
     )
     baseline_lookback: int = Field(
         256, ge=8, description="bars of history behind the baseline's quantiles"
+    )
+    skill_window: int = Field(
+        168,
+        ge=1,
+        description="live skill: the latest scored forecasts per model and symbol that "
+        "trader_forecast_crps, _mase, _coverage and _skill_vs_naive are computed over",
+    )
+    stability_jump_sigmas: float = Field(
+        4.0,
+        gt=0,
+        description="a tick-to-tick move of the median forecast beyond this many realised "
+        "sigmas over the horizon counts in trader_forecast_median_jumps_total",
     )
     weights_dir: Path | None = Field(
         None, description="local directory of weights; default: the Hugging Face cache"

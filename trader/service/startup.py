@@ -46,6 +46,7 @@ from trader.service.exchange import ExchangeConnection
 from trader.service.jobs import ScheduledJobs, reconcile
 from trader.service.parts import Parts, StartupFailed
 from trader.service.shutdown import close_ledger
+from trader.service.skill import start_skill
 from trader.service.status import model_fields, publish_status, runtime, status_text
 from trader.service.ticking import Ticking
 from trader.telemetry.commands import MAX_NONCES
@@ -192,6 +193,7 @@ class Startup:
             last_tick=venue.resume_after.isoformat() if venue.resume_after else None,
         )
         parts.readiness.add("trading_state", partial(health.trading_state_check, parts))
+        await start_skill(parts, database, venue.clock.now(), self.log)
         return engine
 
     async def _load_models(self, worker: InferenceWorker, device: DeviceChoice) -> None:
