@@ -66,8 +66,10 @@ class Toto2Config:
 
     @property
     def qk_weight(self) -> bool:
-        return self.norm_include_weight if self.qk_norm_include_weight is None else (
-            self.qk_norm_include_weight
+        return (
+            self.norm_include_weight
+            if self.qk_norm_include_weight is None
+            else (self.qk_norm_include_weight)
         )
 
     @property
@@ -159,9 +161,9 @@ def _check_type(config: Toto2Config, name: str, refuse: Any) -> None:
     )
     if not ok:
         raise refuse(f"{name} = {value!r} is not a {getattr(expected, '__name__', expected)}")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
-        if name not in ("num_variate_layers_per_group",):
-            raise refuse(f"{name} = {value!r} is not positive")
+    positive = name != "num_variate_layers_per_group"
+    if positive and isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+        raise refuse(f"{name} = {value!r} is not positive")
 
 
 _OPTIONAL_INTS = ("d_ff", "qk_dim", "v_dim", "num_groups")

@@ -60,7 +60,7 @@ def _normalised(
     values: torch.Tensor, observed: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor
 ) -> torch.Tensor:
     """asinh((x - loc) / scale) where observed, else 0; loc and scale per patch."""
-    patches = values.unflatten(-1, (loc.shape[-1], -1))
+    patches = torch.unflatten(values, -1, (loc.shape[-1], -1))
     raw = ((patches - loc.unsqueeze(-1)) / scale.unsqueeze(-1)).flatten(-2)
     return torch.where(observed, raw, torch.zeros_like(raw)).asinh()
 
@@ -83,6 +83,48 @@ def _variate_mask(groups: torch.Tensor) -> torch.Tensor | None:
     return same.reshape(-1, 1, *same.shape[-2:])
 
 
+@dataclass
+class _Series:
+    """The series being forecast: context, then the horizon's patches (zeros, unobserved,
+    until a block's median fills them), and the group id of every patch."""
+
+    target: torch.Tensor  # [B, V, T + horizon patches]
+    observed: torch.Tensor
+    groups: torch.Tensor  # [B, V, patches]: the series id, -1 for unobserved context patches
+    context: int  # patches of context
+    patch: int
+
+    @classmethod
+    def of(cls, inputs: Inputs, patches: int, width: int, patch: int) -> _Series:
+        b, v, t = inputs.target.shape
+        device = inputs.target.device
+        target = torch.cat([inputs.target, inputs.target.new_zeros(b, v, patches * patch)], -1)
+        observed = torch.cat(
+            [
+                inputs.observed[..., :-patch],
+                torch.ones(b, v, patch, dtype=torch.bool, device=device),  # the last one counts
+                torch.zeros(b, v, patches * patch, dtype=torch.bool, device=device),
+            ],
+            dim=-1,
+        )
+        context = t // patch
+        seen = torch.unflatten(observed[..., :t], -1, (context, patch)).any(dim=-1)
+        groups = inputs.series.unsqueeze(-1).expand(b, v, width)
+        groups = torch.cat(
+            [torch.where(seen, groups[..., :context], -1), groups[..., context:]], dim=-1
+        )
+        return cls(target, observed, groups, context, patch)
+
+    def embedded(
+        self, model: Toto2Model, patches: slice, loc: torch.Tensor, scale: torch.Tensor
+    ) -> torch.Tensor:
+        """Patches `patches` (indices into the whole series) scaled and embedded."""
+        steps = slice(patches.start * self.patch, patches.stop * self.patch)
+        values, observed = self.target[..., steps], self.observed[..., steps]
+        scaled = _normalised(values, observed, loc[..., patches], scale[..., patches])
+        return model.embed(scaled, observed)
+
+
 def forecast_knots(
     model: Toto2Model,
     inputs: Inputs,
@@ -100,80 +142,50 @@ def forecast_knots(
         raise ValueError(f"context of {t} steps is not a whole number of {p}-step patches")
     if decode_block and decode_block % p:
         raise ValueError(f"decode block {decode_block} is not a multiple of the patch ({p})")
-    patches, context = math.ceil(horizon / p), t // p
-    block_size = min(decode_block // p, patches) if decode_block else patches
-    dtype, device = inputs.target.dtype, inputs.target.device
-    target = torch.cat([inputs.target, inputs.target.new_zeros(b, v, patches * p)], dim=-1)
-    observed = torch.cat(
-        [
-            inputs.observed[..., :-p],
-            torch.ones(b, v, p, dtype=torch.bool, device=device),  # the last patch counts
-            torch.zeros(b, v, patches * p, dtype=torch.bool, device=device),
-        ],
-        dim=-1,
-    )
-    seen = observed[..., :t].unflatten(-1, (context, p)).any(dim=-1)
-    width = max(context + patches, 2 * block_size)
-    groups = inputs.series.unsqueeze(-1).expand(b, v, width)
-    groups = torch.cat(
-        [torch.where(seen, groups[..., :context], -1), groups[..., context:]], dim=-1
-    )
-    cache = None
-    if block_size < patches:
-        slots = context + patches  # the last pass reads up to the horizon's end
-        cache = StaticCache.allocate(model.config, b * v, slots, inputs.target)
-        valid = torch.ones(b * v, slots, dtype=torch.bool, device=device)
-        valid[:, : context + block_size] = (groups[..., : context + block_size] != -1).flatten(0, 1)
-    knots = torch.zeros(len(KNOTS), b, v, patches, p, dtype=dtype, device=device)
+    patches = math.ceil(horizon / p)
+    size = min(decode_block // p, patches) if decode_block else patches
+    series = _Series.of(inputs, patches, max(t // p + patches, 2 * size), p)
+    context = series.context
+    cache, valid = None, None
+    if size < patches:  # the last pass reads up to the horizon's end
+        cache = StaticCache.allocate(model.config, b * v, context + patches, inputs.target)
+        valid = inputs.observed.new_ones(b * v, context + patches)
+        valid[:, : context + size] = (series.groups[..., : context + size] != -1).flatten(0, 1)
+    knots = inputs.target.new_zeros(len(KNOTS), b, v, patches, p)
     done = cached = 0
     embedded_context = None
     while done < patches:
-        block = min(block_size, patches - done)
-        first, last = t + done * p, t + (done + block) * p
-        loc, scale = causal_scale(target, observed, p)
+        block = min(size, patches - done)
+        loc, scale = causal_scale(series.target, series.observed, p)
         if embedded_context is None:
-            scaled = _normalised(target[..., :t], observed[..., :t], loc[..., :context], scale[..., :context])
-            embedded_context = model.embed(scaled, observed[..., :t])
+            embedded_context = series.embedded(model, slice(0, context), loc, scale)
         ahead = slice(context + done, context + done + block)
-        placeholders = model.embed(
-            _normalised(target[..., first:last], observed[..., first:last], loc[..., ahead], scale[..., ahead]),
-            observed[..., first:last],
-        )
+        placeholders = series.embedded(model, ahead, loc, scale)
         if done == 0:
-            x = torch.cat([embedded_context, placeholders], dim=-2)
-            ids, start = groups[..., : context + block], 0
+            x, ids, start = torch.cat([embedded_context, placeholders], -2), context + block, 0
         else:
-            earlier = slice(context + done - block_size, context + done)
-            span = slice(t + (done - block_size) * p, first)
-            medians = model.embed(
-                _normalised(target[..., span], observed[..., span], loc[..., earlier], scale[..., earlier]),
-                observed[..., span],
-            )
-            x = torch.cat([medians, placeholders], dim=-2)
+            start = context + done - size
+            medians = series.embedded(model, slice(start, context + done), loc, scale)
             # The reference's decode passes take the group ids of the first patches.
-            ids, start = groups[..., : block_size + block], context + done - block_size
-        length = x.shape[-2]
-        time_mask = _time_mask(ids, inputs.missing, cache, valid if cache is not None else None, cached, length)
-        out = run(x, start, block, time_mask, _variate_mask(ids), cache, cached)
+            x, ids = torch.cat([medians, placeholders], dim=-2), size + block
+        groups = series.groups[..., :ids]
+        mask = _time_mask(groups, inputs.missing, valid, cached, x.shape[-2])
+        out = run(x, start, block, mask, _variate_mask(groups), cache, cached)
         if cache is not None:
-            cached += length - block
+            cached += x.shape[-2] - block
         real = _finite(out.sinh() * scale[..., ahead, None] + loc[..., ahead, None])
         real = real.sort(dim=0).values
         knots[..., done : done + block, :] = real
         done += block
         if done < patches:
-            target[..., first:last] = real[MEDIAN].flatten(-2)
-            observed[..., first:last] = True
+            steps = slice(ahead.start * p, ahead.stop * p)
+            series.target[..., steps] = real[MEDIAN].flatten(-2)
+            series.observed[..., steps] = True
     return knots.flatten(-2)[..., :horizon]
 
 
 def _time_mask(
-    ids: torch.Tensor,
-    missing: bool,
-    cache: StaticCache | None,
-    valid: torch.Tensor | None,
-    cached: int,
-    length: int,
+    ids: torch.Tensor, missing: bool, valid: torch.Tensor | None, cached: int, length: int
 ) -> torch.Tensor | None:
     """The time layers' mask [B * V, 1, L, cached + L] (True: attend), or None for plain
     causal attention."""

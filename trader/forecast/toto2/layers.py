@@ -54,6 +54,8 @@ class ResidualMLP(nn.Module):
         self.linear2 = _linear(hidden, fan_out, True)
         self.skip_proj = _linear(fan_in, fan_out, True)
         self.hidden = hidden
+        self.first: torch.Tensor
+        self.first_bias: torch.Tensor
         self.register_buffer("first", torch.empty(0), persistent=False)
         self.register_buffer("first_bias", torch.empty(0), persistent=False)
 
@@ -69,7 +71,7 @@ class ResidualMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         both = F.linear(x, self.first, self.first_bias)
-        hidden, skip = both.split([self.hidden, both.shape[-1] - self.hidden], dim=-1)
+        hidden, skip = torch.split(both, [self.hidden, both.shape[-1] - self.hidden], dim=-1)
         return F.linear(F.silu(hidden), self.linear2.weight, self.linear2.bias).add_(skip)
 
 
@@ -95,6 +97,7 @@ class Attention(nn.Module):
         self.q_norm = Norm(c.head_dim, c.norm_eps, c.qk_weight) if c.qk_norm else None
         self.k_norm = Norm(c.head_dim, c.norm_eps, c.qk_weight) if c.qk_norm else None
         self._pds = PerDimScale(c.head_dim) if c.per_dim_scale else None
+        self.query_scale: torch.Tensor
         self.register_buffer("query_scale", torch.empty(0), persistent=False)
 
     def fold(self, residual: float) -> None:
@@ -112,12 +115,12 @@ class Attention(nn.Module):
         else:
             self.query_scale = factor
 
-    def project(
-        self, x: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """[N, L, E] -> q [N, H, L, D], k and v [N, Hkv, L, D]."""
         n, length, _ = x.shape
-        q, k, v = F.linear(x, self.in_proj.weight, self.in_proj.bias).split(self.split, dim=-1)
+        q, k, v = torch.split(
+            F.linear(x, self.in_proj.weight, self.in_proj.bias), self.split, dim=-1
+        )
         q = q.view(n, length, self.heads, self.qk_dim).transpose(1, 2)
         k = k.view(n, length, self.kv_heads, self.qk_dim).transpose(1, 2)
         v = v.view(n, length, self.kv_heads, self.v_dim).transpose(1, 2)
@@ -174,6 +177,8 @@ class Layer(nn.Module):
         self.ffn = FeedForward(config)
         self.norm1 = Norm(config.d_model, config.norm_eps, config.norm_include_weight)
         self.norm2 = Norm(config.d_model, config.norm_eps, config.norm_include_weight)
+        self.attn_tau: torch.Tensor
+        self.mlp_tau: torch.Tensor
         self.register_buffer("attn_tau", torch.tensor(1.0))
         self.register_buffer("mlp_tau", torch.tensor(1.0))
         self.attn_skip = self.mlp_skip = 1.0

@@ -25,7 +25,9 @@ class StaticCache:
     values: torch.Tensor
 
     @classmethod
-    def allocate(cls, config: Toto2Config, series: int, slots: int, like: torch.Tensor) -> StaticCache:
+    def allocate(
+        cls, config: Toto2Config, series: int, slots: int, like: torch.Tensor
+    ) -> StaticCache:
         shape = (config.time_layers, series, config.kv_heads, slots, config.head_dim)
         value_shape = (*shape[:-1], config.value_dim)
         return cls(like.new_zeros(shape), like.new_zeros(value_shape))
@@ -42,6 +44,9 @@ class Rotary(nn.Module):
         theta = 1.0 / torch.pow(ROPE_THETA, torch.arange(0, dim, 2, dtype=torch.float) / dim)
         angles = torch.outer(torch.arange(ROPE_TABLE, dtype=torch.float), theta)
         angles = angles.repeat_interleave(2, dim=-1)
+        self.cos: torch.Tensor
+        self.sin: torch.Tensor
+        self.xpos_base: torch.Tensor
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
         base = (torch.arange(0, dim, 2).float() + 0.4 * dim) / (1.4 * dim)
@@ -65,7 +70,7 @@ class Rotary(nn.Module):
 def _turn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     dim = cos.shape[-1]
     turned, rest = x[..., :dim], x[..., dim:]
-    pairs = turned.unflatten(-1, (-1, 2))
+    pairs = torch.unflatten(turned, -1, (-1, 2))
     rotated = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
     return torch.cat((turned * cos.to(x.dtype) + rotated * sin.to(x.dtype), rest), dim=-1)
 
@@ -74,11 +79,8 @@ class Transformer(nn.Module):
     def __init__(self, config: Toto2Config) -> None:
         super().__init__()
         self.layers = nn.ModuleList([Layer(config, v) for v in config.variate_layers])
+        self.blocks = [layer for layer in self.layers if isinstance(layer, Layer)]
         self.out_norm = Norm(config.d_model, config.norm_eps, config.norm_include_weight)
-
-    @property
-    def blocks(self) -> list[Layer]:
-        return [layer for layer in self.layers if isinstance(layer, Layer)]
 
 
 class _Projection(nn.Module):
@@ -119,9 +121,10 @@ class Toto2Model(nn.Module):
     def embed(self, scaled: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
         """[B, V, T] scaled values and observed flags -> [B, V, T / patch, E]."""
         p = self.config.patch_size
-        values = scaled.unflatten(-1, (-1, p))
-        missing = (~observed).to(scaled.dtype).unflatten(-1, (-1, p))
-        return self.patch_proj(torch.cat([values, missing], dim=-1))
+        values = torch.unflatten(scaled, -1, (-1, p))
+        missing = torch.unflatten((~observed).to(scaled.dtype), -1, (-1, p))
+        embedded: torch.Tensor = self.patch_proj(torch.cat([values, missing], dim=-1))
+        return embedded
 
     def run(
         self,
@@ -161,6 +164,6 @@ class Toto2Model(nn.Module):
             state = layer.feed_forward(torch.add(out, state, alpha=layer.attn_skip))
             time_index += 1
         hidden = self.transformer.out_norm(state[:, length - block - 1 : length - 1])
-        knots = self.output_head.param_projection.proj(hidden)  # [B * V, block, patch * 9]
+        knots: torch.Tensor = self.output_head.param_projection.proj(hidden)  # [BV, block, 9p]
         p = self.config.patch_size
         return knots.view(b, v, block, p, len(KNOTS)).permute(4, 0, 1, 2, 3)
