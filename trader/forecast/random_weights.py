@@ -104,11 +104,12 @@ class RandomCheckpoint:
 
     @property
     def label(self) -> str:
-        shape = (
-            f"the published {_NAMES[self.model]} architecture"
-            if self.size == "published"
-            else f"a small {self.model} architecture"
-        )
+        if self.size == "published":
+            shape = f"the published {_NAMES[self.model]} architecture"
+        elif self.size == "small":
+            shape = f"a small {self.model} architecture"
+        else:  # a Toto 2.0 size
+            shape = f"the Toto-2.0-{self.size} architecture"
         return (
             f"RANDOM weights in {shape}, {self.parameters / 1e6:.1f}M parameters: no real "
             "weights were given or found, so the forecasts mean nothing; time and memory are "
