@@ -71,9 +71,10 @@ def _write(spec: dict[str, Any]) -> None:
 def _forecast(model: Any, case: dict[str, Any]) -> Any:
     import torch  # noqa: PLC0415
 
-    inputs = torch.load(case["inputs"])
+    device = next(model.parameters()).device
+    inputs = {name: t.to(device) for name, t in torch.load(case["inputs"]).items()}
     with torch.inference_mode():
-        return model.forecast(
+        knots = model.forecast(
             {
                 "target": inputs["target"],
                 "target_mask": inputs["observed"],
@@ -83,6 +84,9 @@ def _forecast(model: Any, case: dict[str, Any]) -> Any:
             decode_block_size=case.get("decode_block"),
             has_missing_values=case.get("missing", True),
         )
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return knots.cpu()
 
 
 def _load(directory: str) -> Any:
@@ -99,7 +103,7 @@ def _time(case: dict[str, Any]) -> dict[str, Any]:
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(case.get("threads") or torch.get_num_threads())
-    model = _load(case["checkpoint"])
+    model = _load(case["checkpoint"]).to(case.get("device", "cpu"))
     for _ in range(case.get("warmup", 1)):
         _forecast(model, case)
     times = []

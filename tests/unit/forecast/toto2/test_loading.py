@@ -33,7 +33,8 @@ def copy(source: Path, target: Path, tensors: dict[str, torch.Tensor] | None = N
 
 def test_random_weights_load_and_say_so(checkpoint: Path) -> None:
     loaded = load_toto2(checkpoint)
-    assert loaded.random is not None and "RANDOM" in loaded.random
+    assert loaded.random is not None
+    assert "RANDOM" in loaded.random
     assert loaded.model.folded
 
 
@@ -81,6 +82,7 @@ def test_presets_say_where_their_values_come_from() -> None:
     assert "published config.json" in PRESETS["4m"].source
     assert "reconstructed" in PRESETS["22m"].source
     for size in ("1B", "2.5B", "2.5B-FT"):
-        assert PRESETS[size].config is None and PRESETS[size].source == "not found"
+        assert PRESETS[size].config is None
+        assert PRESETS[size].source == "not found"
         with pytest.raises(ValueError, match="was not found"):
             preset_config(size)
