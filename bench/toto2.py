@@ -31,7 +31,6 @@ sys.path[0] = str(ROOT)
 
 from bench.harness import median_ms, run_worker  # noqa: E402
 from tests.integration.toto2_reference import reference_python, run  # noqa: E402
-from trader.forecast.oneshot import read_bars  # noqa: E402
 from trader.forecast.random_weights import TOTO2_SMALL  # noqa: E402
 from trader.forecast.toto2 import load_toto2  # noqa: E402
 from trader.forecast.toto2.decode import Inputs, forecast_knots  # noqa: E402
@@ -47,12 +46,80 @@ def recording(data: Path) -> Path:
     return data if data.is_file() else data / DATA
 
 
-def save_inputs(data: Path, context: int, path: Path) -> None:
-    bars, _ = read_bars(recording(data), None)
-    window = bars[-context:]
-    target = torch.tensor([[[getattr(b, v) for b in window] for v in VARIATES]])
+def save_inputs(data: Path | None, context: int, path: Path) -> None:
+    """The last `context` bars of the recording (None: a seeded random walk)."""
+    if data is None:
+        generator = torch.Generator().manual_seed(0)
+        close = 100 * torch.exp(0.01 * torch.randn(context, generator=generator).cumsum(0))
+        spread = 0.004 * torch.rand(2, context, generator=generator).abs()
+        target = torch.stack([close, close * (1 + spread[0]), close * (1 - spread[1])])[None]
+    else:
+        from trader.forecast.oneshot import read_bars  # noqa: PLC0415 - pandas, only here
+
+        bars, _ = read_bars(recording(data), None)
+        window = bars[-context:]
+        target = torch.tensor([[[getattr(b, v) for b in window] for v in VARIATES]])
     observed = torch.ones_like(target, dtype=torch.bool)
     torch.save({"target": target, "observed": observed, "series": torch.zeros(1, 3).long()}, path)
+
+
+# Conformance on a device: (batch, context steps, unobserved on the left, horizon, block).
+CONFORMANCE = [(3, 512, 0, 64, 0), (2, 500, 45, 150, 64), (1, 256, 0, 300, 128)]
+
+
+def conformance(args: argparse.Namespace, python: Path, root: Path) -> dict[str, Any]:
+    """Ours and the reference on `args.device`, on the same random checkpoints (small, 4m,
+    22m) and inputs: the largest relative difference of the quantiles per case."""
+    configs = {"small": TOTO2_SMALL, "4m": preset_config("4m"), "22m": preset_config("22m")}
+    run(
+        {"checkpoints": [
+            {"directory": str(root / n), "config": c, "seed": 0} for n, c in configs.items()
+        ]},
+        python,
+    )  # fmt: skip
+    root.mkdir(parents=True, exist_ok=True)
+    jobs, ours = [], {}
+    device = torch.device(args.device)
+    for name in configs:
+        model = load_toto2(root / name).model.to(device)
+        for index, (batch, length, pad, horizon, block) in enumerate(CONFORMANCE):
+            key = f"{name}_b{batch}_ctx{length}_pad{pad}_h{horizon}_block{block}"
+            generator = torch.Generator().manual_seed(index)
+            padded = -(-length // 32) * 32
+            target = torch.zeros(batch, 3, padded)
+            target[..., padded - length + pad :] = 50 + torch.randn(
+                batch, 3, length - pad, generator=generator
+            ).cumsum(-1)
+            observed = target != 0
+            path = root / f"{key}.pt"
+            torch.save(
+                {"target": target, "observed": observed, "series": torch.zeros(batch, 3).long()},
+                path,
+            )
+            missing = bool((~torch.unflatten(observed, -1, (-1, 32)).any(-1)).any())
+            inputs = Inputs(
+                target.to(device),
+                observed.to(device),
+                torch.zeros(batch, 3).long().to(device),
+                missing,
+            )
+            with torch.inference_mode():
+                ours[key] = forecast_knots(model, inputs, horizon, block or None).cpu()
+            jobs.append({
+                "key": key, "checkpoint": str(root / name), "inputs": str(path), "horizon": horizon,
+                "decode_block": block or None, "missing": missing, "device": args.device,
+            })  # fmt: skip
+    run({"cases": jobs, "out": str(root / "reference.pt")}, python)
+    theirs = torch.load(root / "reference.pt")
+    report: dict[str, Any] = {}
+    for key, mine in ours.items():
+        ref = theirs[key]
+        report[f"{key}_max_rel_diff"] = float(
+            f"{float(((mine - ref).abs() / ref.abs().clamp_min(1e-6)).max()):.2e}"
+        )
+    report["conformance_max_rel_diff"] = max(report.values())
+    report["conformance_within_1e-4"] = report["conformance_max_rel_diff"] <= 1e-4
+    return report
 
 
 def worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -121,9 +188,11 @@ def side_by_side(
     return speedup
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--synthetic", action="store_true", help="a random walk, not --data")
+    parser.add_argument("--conformance", action="store_true", help="also check the quantiles")
     parser.add_argument("--quick", action="store_true", help="a small model: a smoke test")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
@@ -140,7 +209,11 @@ def main() -> int:
     parser.add_argument("--horizon", type=int)
     parser.add_argument("--decode-block", type=int, default=0)
     parser.add_argument("--save", type=Path)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = arguments()
     python = reference_python()
     if python is None:
         sys.stderr.write("no reference Toto 2.0: `make venv` builds .venv/toto2-reference\n")
@@ -169,7 +242,7 @@ def main() -> int:
     if args.worker:
         sys.stdout.write("\n" + json.dumps(worker(args)) + "\n")
         return 0
-    if not recording(args.data).is_file():
+    if not args.synthetic and not recording(args.data).is_file():
         sys.stderr.write(f"no {recording(args.data)}: pass --data DIR or FILE\n")
         return 2
     cases = CASES
@@ -183,14 +256,18 @@ def main() -> int:
         "device": args.device,
         "torch": torch.__version__,
         "torch_threads": args.threads,
+        "device_name": torch.cuda.get_device_name(args.device) if "cuda" in args.device else None,
         "model": "Toto 2.0 configurations (presets), random weights",
+        "data": "random walk" if args.synthetic else str(recording(args.data)),
         "context": args.context,
         "repeats": args.repeats,
         "warmup": args.warmup,
     }
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        save_inputs(args.data, args.context, root / "inputs.pt")
+        save_inputs(None if args.synthetic else args.data, args.context, root / "inputs.pt")
+        if args.conformance:
+            report |= conformance(args, python, root / "conformance")
         speedups = []
         for size in dict.fromkeys(c[0] for c in cases):
             checkpoint = root / size

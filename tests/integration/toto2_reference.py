@@ -130,7 +130,10 @@ def main() -> int:
         models: dict[str, Any] = {}
         results = {}
         for case in job["cases"]:
-            model = models.setdefault(case["checkpoint"], _load(case["checkpoint"]))
+            if case["checkpoint"] not in models:
+                loaded = _load(case["checkpoint"]).to(case.get("device", "cpu"))
+                models[case["checkpoint"]] = loaded
+            model = models[case["checkpoint"]]
             results[case["key"]] = _forecast(model, case)
         torch.save(results, job["out"])
     if job.get("time"):
