@@ -9,6 +9,7 @@ from trader.config.forecast_settings import Toto2Settings
 from trader.forecast.device import DeviceChoice
 from trader.forecast.toto2.forecaster import Toto2Forecaster
 from trader.forecast.toto2.loading import LoadedToto2, load_toto2
+from trader.logging import get_logger
 
 __all__ = ["LoadedToto2", "Toto2Forecaster", "load_toto2", "load_toto2_forecaster"]
 
@@ -24,6 +25,10 @@ def load_toto2_forecaster(
 ) -> Toto2Forecaster:
     """The forecaster for a checkpoint: a size, a Hugging Face repository or a directory."""
     loaded = load_toto2(model, weights_dir=weights_dir, token=token, allow_download=allow_download)
+    if loaded.random:  # said once at load, loudly: a daemon must not trade on them unknowingly
+        get_logger("trader.forecast").warning(
+            "toto2 weights are random", weights=str(loaded.directory), label=loaded.random
+        )
     precision = device.precision if settings.precision == "auto" else settings.precision
     return Toto2Forecaster(
         loaded.model,
