@@ -14,19 +14,17 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 
 from trader.domain import Forecast
+from trader.forecast.autocast import Autocast
 from trader.forecast.protocol import ForecastRequest
 from trader.forecast.runtime import ModelRuntime, RuntimeForecaster
 from trader.forecast.toto2.config import KNOTS
 from trader.forecast.toto2.decode import Inputs, forecast_knots
 from trader.forecast.toto2.model import Toto2Model
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class Toto2Forecaster(RuntimeForecaster):
@@ -58,9 +56,7 @@ class Toto2Forecaster(RuntimeForecaster):
                 f"model's patch ({self.patch})"
             )
         self.decode_block = decode_block
-        self.autocast = _DTYPES[precision]
-        if self.autocast is not torch.float32 and self.device.type == "cpu":
-            raise ValueError(f"{precision} runs on GPUs only; the CPU runs float32")
+        self._precision = Autocast.of(precision, self.device)
         self.random = random  # the label of random weights, said with every load
         compile_ = compiler or torch.compile
         self.runtime = ModelRuntime(
@@ -70,11 +66,6 @@ class Toto2Forecaster(RuntimeForecaster):
             max_recompiles=max_recompiles,
         )
         self._run = self.runtime.wrap(self.model.run)
-
-    def _precision(self) -> AbstractContextManager[Any]:
-        if self.autocast is torch.float32:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast)
 
     @torch.inference_mode()
     def _forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
