@@ -199,7 +199,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sizes", help="comma-separated sizes to run (default: all cases)")
+    parser.add_argument(
+        "--sizes", help="comma-separated sizes to time (default: all cases; none: no timing)"
+    )
     parser.add_argument("--write-random", type=Path, metavar="DIR", help="write a checkpoint")
     parser.add_argument("--size", default="22m", choices=[*PRESETS, "small"])
     # Worker options (ours, one case per process).
@@ -281,7 +283,8 @@ def main() -> int:
             )
             for case in (c for c in cases if c[0] == size):
                 speedups.append(side_by_side(args, python, checkpoint, case, root, report))
-        report["speedup_min"] = round(min(speedups), 2)
+        if speedups:
+            report["speedup_min"] = round(min(speedups), 2)
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

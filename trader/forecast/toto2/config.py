@@ -5,7 +5,7 @@ implementation does not run is an error that names the field."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,25 +145,26 @@ def _more(names: list[str]) -> str:
     return f" (and {', '.join(repr(n) for n in names[1:])})" if len(names) > 1 else ""
 
 
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "variate_layer_first": bool, "attn_bias": bool, "mlp_bias": bool, "qk_norm": bool,
-    "norm_include_weight": bool, "per_dim_scale": bool, "use_xpos": bool,
-    "qk_norm_include_weight": (bool, type(None)),
-    "norm_eps": (int, float), "residual_mult": (int, float), "residual_attn_ratio": (int, float),
+_FLAGS = {
+    "variate_layer_first", "attn_bias", "mlp_bias", "qk_norm", "norm_include_weight",
+    "per_dim_scale", "use_xpos", "qk_norm_include_weight",
 }  # fmt: skip
+_REALS = {"norm_eps", "residual_mult", "residual_attn_ratio"}
+_OPTIONAL = {"d_ff", "qk_dim", "v_dim", "num_groups", "qk_norm_include_weight"}
 
 
-def _check_type(config: Toto2Config, name: str, refuse: Any) -> None:
+def _check_type(config: Toto2Config, name: str, refuse: Callable[[str], Exception]) -> None:
     value = getattr(config, name)
-    expected = _TYPES.get(name, (int, type(None)) if name in _OPTIONAL_INTS else int)
-    ok = isinstance(value, expected) and not (
-        isinstance(value, bool) and expected in (int, (int, type(None)), (int, float))
-    )
+    if value is None and name in _OPTIONAL:
+        return
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if name in _FLAGS:
+        ok, expected = isinstance(value, bool), "true or false"
+    elif name in _REALS:
+        ok, expected = number and value > 0, "a positive number"
+    else:
+        least = 0 if name == "num_variate_layers_per_group" else 1
+        ok, expected = number and isinstance(value, int) and value >= least, "a whole number"
+        expected += " >= 0" if least == 0 else " >= 1"
     if not ok:
-        raise refuse(f"{name} = {value!r} is not a {getattr(expected, '__name__', expected)}")
-    positive = name != "num_variate_layers_per_group"
-    if positive and isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
-        raise refuse(f"{name} = {value!r} is not positive")
-
-
-_OPTIONAL_INTS = ("d_ff", "qk_dim", "v_dim", "num_groups")
+        raise refuse(f"{name} = {value!r} is not {expected}")

@@ -64,7 +64,8 @@ def test_an_unknown_config_field_is_named(checkpoint: Path, tmp_path: Path) -> N
     ("change", "message"),
     [
         ({"num_output_patches": 2}, "num_output_patches = 2 is not supported"),
-        ({"d_model": "wide"}, "d_model = 'wide' is not a int"),
+        ({"d_model": "wide"}, "d_model = 'wide' is not a whole number >= 1"),
+        ({"use_xpos": 1}, "use_xpos = 1 is not true or false"),
         ({"num_layers": 6}, "num_layers is not a multiple of layer_group_size"),
     ],
 )
