@@ -141,7 +141,7 @@ def _parameters(result: Backtest) -> str:
         "forecast": s.forecast.model_dump(
             mode="json",
             exclude={"hf_token", "weights_dir", "download"}
-            | ({"toto", "kronos"} - {use.model for use in result.cache}),
+            | ({"toto", "toto2", "kronos"} - {use.model for use in result.cache}),
         ),
         "strategy": s.strategy.model_dump(mode="json", exclude={"name", "per_symbol"}),
         "risk": s.risk.model_dump(mode="json"),

@@ -28,7 +28,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--data", nargs="+", type=Path, required=True, metavar="FILE", help="CSV or Parquet bars")
     add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
-    add("--model", choices=["toto", "kronos", "baseline"], help="default: forecast.model")
+    add("--model", choices=["toto", "toto2", "kronos", "baseline"], help="default: forecast.model")
     add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
     add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")
     add("--to", dest="end", type=utc_end, metavar="D", help="last tick, UTC (a date: all that day)")

@@ -15,7 +15,7 @@ from trader.cli.options import (
     utc_end,
 )
 
-MODELS = ("baseline", "toto", "kronos")
+MODELS = ("baseline", "toto", "toto2", "kronos")
 
 
 def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:

@@ -53,8 +53,38 @@ class KronosSettings(Section):
     top_p: float = Field(0.9, gt=0, le=1, description="nucleus sampling mass")
 
 
+class Toto2Settings(Section):
+    model: str = Field(
+        "22m",
+        description="Toto 2.0 size (4m, 22m, 313m, 1B, 2.5B, 2.5B-FT: its Datadog repository), "
+        "a Hugging Face repository or a checkpoint directory",
+    )
+    context: int = Field(
+        4096, ge=32, le=65536, description="bars of context the model sees at most (the latest)"
+    )
+    decode_block: int = Field(
+        0,
+        ge=0,
+        description="steps predicted per pass, a multiple of the patch (32); longer horizons "
+        "go on block by block from the median; 0: the whole horizon in one pass",
+    )
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="autocast of the forward pass: auto follows forecast.precision"
+    )
+    runtime: Runtime = Field("eager", description="eager, or compile (opt-in)")
+    compile_mode: str | None = Field(None, description="torch.compile mode, e.g. reduce-overhead")
+    max_recompiles: int = Field(
+        2,
+        ge=0,
+        description="compile: recompiles after warm-up that switch the model to eager for good",
+    )
+    variates: list[Literal["close", "high", "low", "open", "volume"]] = Field(
+        ["close", "high", "low"], min_length=1, description="bar fields forecast together"
+    )
+
+
 class ForecastSettings(Section):
-    model: Literal["toto", "kronos", "baseline"] = Field("toto", description="forecaster")
+    model: Literal["toto", "toto2", "kronos", "baseline"] = Field("toto", description="forecaster")
     device: str = Field("auto", description="auto, cpu, cuda or cuda:N (cuda never falls back)")
     precision: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto",
@@ -94,6 +124,7 @@ class ForecastSettings(Section):
         True, description="fetch missing weights from the Hugging Face hub (false: cache only)"
     )
     toto: TotoSettings = TotoSettings()
+    toto2: Toto2Settings = Toto2Settings()
     kronos: KronosSettings = KronosSettings()
 
     @field_validator("device")

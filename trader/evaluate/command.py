@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from trader.forecast.protocol import Forecaster
     from trader.market.files.options import ReadOptions
 
-MODELS = ("baseline", "toto", "kronos")
+MODELS = ("baseline", "toto", "toto2", "kronos")
 REFERENCE = "baseline"  # always evaluated, beside the naive no-change forecast
 
 

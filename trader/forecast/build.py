@@ -43,6 +43,17 @@ def build_forecaster(
                 token=token,
                 allow_download=settings.download,
             )
+        if name == "toto2":
+            from trader.forecast.toto2 import load_toto2_forecaster  # noqa: PLC0415
+
+            return load_toto2_forecaster(
+                model_path or settings.toto2.model,
+                settings=settings.toto2,
+                device=device,
+                weights_dir=settings.weights_dir,
+                token=token,
+                allow_download=settings.download,
+            )
         if name == "kronos":
             from trader.forecast.kronos import load_kronos  # noqa: PLC0415
 
@@ -58,4 +69,4 @@ def build_forecaster(
             )
     except (WeightsUnavailable, CheckpointMismatch, ValueError) as error:
         raise ModelUnavailable(f"{name}: {error}") from error
-    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, kronos or baseline")
+    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, toto2, kronos or baseline")

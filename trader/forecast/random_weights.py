@@ -25,6 +25,10 @@ from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.tokenizer import KronosTokenizer, unused_published_tensors
 from trader.forecast.toto.config import CAUSAL_PATCH_SCALER, STUDENT_T_MIXTURE, TotoConfig
 from trader.forecast.toto.model import TotoModel
+from trader.forecast.toto2.config import Toto2Config
+from trader.forecast.toto2.loading import RANDOM_MARKER
+from trader.forecast.toto2.model import Toto2Model
+from trader.forecast.toto2.presets import preset_config, repository
 from trader.forecast.weights import WeightsUnavailable, locate
 
 # Datadog/Toto-Open-Base-1.0's config.json.
@@ -73,9 +77,17 @@ KRONOS_SMALL = (
         s1_bits=6, s2_bits=6, group_size=4,
     ),
 )  # fmt: skip
+# Toto 2.0: the structure of the 4m (time and variate layers, partial RoPE with xPos, per-dim
+# query scale), small enough for tests.
+TOTO2_SMALL = preset_config("4m") | {
+    "d_model": 64, "d_ff": 168, "num_heads": 2, "num_groups": 2, "qk_dim": 32, "v_dim": 32,
+    "num_layers": 4, "layer_group_size": 2, "patch_size": 8,
+}  # fmt: skip
+TOTO2_PUBLISHED_SIZE = "22m"
 SIZES = ("published", "small")
 _NAMES = {
     "toto": "Toto-Open-Base-1.0 (Datadog/Toto-Open-Base-1.0)",
+    "toto2": f"Toto-2.0-{TOTO2_PUBLISHED_SIZE} (Datadog/Toto-2.0-{TOTO2_PUBLISHED_SIZE})",
     "kronos": "Kronos-small with Kronos-Tokenizer-base (NeoQuasar)",
 }
 
@@ -92,11 +104,12 @@ class RandomCheckpoint:
 
     @property
     def label(self) -> str:
-        shape = (
-            f"the published {_NAMES[self.model]} architecture"
-            if self.size == "published"
-            else f"a small {self.model} architecture"
-        )
+        if self.size == "published":
+            shape = f"the published {_NAMES[self.model]} architecture"
+        elif self.size == "small":
+            shape = f"a small {self.model} architecture"
+        else:  # a Toto 2.0 size
+            shape = f"the Toto-2.0-{self.size} architecture"
         return (
             f"RANDOM weights in {shape}, {self.parameters / 1e6:.1f}M parameters: no real "
             "weights were given or found, so the forecasts mean nothing; time and memory are "
@@ -128,6 +141,39 @@ def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -
     return RandomCheckpoint("toto", size, directory, None, count)
 
 
+def residual_taus(config: Toto2Config) -> list[tuple[float, float]]:
+    """Per layer, the (attention, MLP) residual weights Toto 2.0's training rule sets
+    (unit_scaling's transformer_residual_scaling_rule, as the reference builds them)."""
+    ratio, depth = config.residual_attn_ratio, 2 * config.num_layers
+    alpha_mlp = config.residual_mult * (2 / (1 + ratio**2)) ** 0.5
+    alpha_attn = ratio * alpha_mlp
+
+    def tau(index: int) -> float:
+        n_attn, n_mlp = (index + 1) // 2, index // 2
+        alpha = alpha_attn if index % 2 == 0 else alpha_mlp
+        return float(alpha / (depth / 2 + n_attn * alpha_attn**2 + n_mlp * alpha_mlp**2) ** 0.5)
+
+    return [(tau(2 * i), tau(2 * i + 1)) for i in range(config.num_layers)]
+
+
+def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
+    """`size`: published (the 22m), small, or a preset's name (4m, 22m, 313m)."""
+    name = TOTO2_PUBLISHED_SIZE if size == "published" else size
+    raw = TOTO2_SMALL if name == "small" else preset_config(name)
+    config = Toto2Config.from_json(raw, "random weights")
+    model = Toto2Model(config)
+    _randomised(model, seed)
+    with torch.no_grad():
+        for layer, (attn, mlp) in zip(model.transformer.blocks, residual_taus(config), strict=True):
+            layer.attn_tau.fill_(attn)
+            layer.mlp_tau.fill_(mlp)
+    _save(directory, config.to_json(), model.state_dict())
+    count = sum(p.numel() for p in model.parameters())
+    written = RandomCheckpoint("toto2", size, directory, None, count)
+    (directory / RANDOM_MARKER).write_text(json.dumps({"label": written.label, "size": name}))
+    return written
+
+
 def write_random_kronos(
     directory: Path, size: str = "published", seed: int = 0
 ) -> RandomCheckpoint:
@@ -149,9 +195,11 @@ def write_random(model: str, directory: Path, size: str = "published") -> Random
         raise ValueError(f"size {size!r} is not one of {', '.join(SIZES)}")
     if model == "toto":
         return write_random_toto(directory, size)
+    if model == "toto2":
+        return write_random_toto2(directory, size)
     if model == "kronos":
         return write_random_kronos(directory, size)
-    raise ValueError(f"no random weights for {model!r}: toto or kronos")
+    raise ValueError(f"no random weights for {model!r}: toto, toto2 or kronos")
 
 
 def random_walk_bars(
@@ -198,6 +246,7 @@ def weights_or_random(
         return Weights(weights, tokenizer, f"weights from {weights}", random=False)
     repos: dict[str, tuple[str, str | None]] = {
         "toto": (settings.toto.repo, None),
+        "toto2": (repository(settings.toto2.model), None),
         "kronos": (settings.kronos.repo, settings.kronos.tokenizer_repo),
     }
     repo, tokenizer_repo = repos[model]
