@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from trader.config.section import Section
 
 Runtime = Literal["eager", "compile"]
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
+
+# Evenly spaced and symmetric: the quantile CRPS is then a fair approximation, and the 50/80/90%
+# central intervals whose coverage is scored are all there.
+DEFAULT_LEVELS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+# The levels a model can forecast at all, where it cannot forecast every one: Toto 2.0's head
+# predicts the deciles 0.1 .. 0.9 and nothing beyond them (no tail is made up).
+LEVEL_RANGES: dict[str, tuple[float, float]] = {"toto2": (0.1, 0.9)}
+
+
+def default_levels(models: Iterable[str]) -> list[float]:
+    """The default levels that every one of `models` can forecast."""
+    ranges = [LEVEL_RANGES[m] for m in models if m in LEVEL_RANGES]
+    low = max((r[0] for r in ranges), default=0.0)
+    high = min((r[1] for r in ranges), default=1.0)
+    return [q for q in DEFAULT_LEVELS if low - 1e-9 <= q <= high + 1e-9]
 
 
 class TotoSettings(Section):
@@ -94,12 +110,10 @@ class ForecastSettings(Section):
     horizon: int = Field(1, ge=1, le=1024, description="bars ahead to forecast")
     seed: int = Field(0, ge=0, description="random seed of the sampler")
     quantiles: list[float] = Field(
-        # Evenly spaced and symmetric: the quantile CRPS is then a fair approximation, and the
-        # 50/80/90% central intervals whose coverage is scored are all there.
-        [round(0.05 * i, 2) for i in range(1, 20)],
+        list(DEFAULT_LEVELS),
         min_length=1,
         description="quantile levels reported (0.05 .. 0.95: the skill metrics score the "
-        "50/80/90% central intervals and the CRPS from them)",
+        "50/80/90% central intervals and the CRPS from them; toto2: 0.1 .. 0.9, all it forecasts)",
     )
     baseline_lookback: int = Field(
         256, ge=8, description="bars of history behind the baseline's quantiles"
@@ -140,3 +154,32 @@ class ForecastSettings(Section):
         if any(not 0 < q < 1 for q in levels):
             raise ValueError("quantile levels lie strictly between 0 and 1")
         return sorted(set(levels))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_levels(cls, data: Any) -> Any:
+        # A model that forecasts fewer levels gets the default levels it can forecast, unless
+        # the levels were given (then they are checked below).
+        if isinstance(data, dict) and data.get("model") in LEVEL_RANGES and "quantiles" not in data:
+            return {**data, "quantiles": default_levels([data["model"]])}
+        return data
+
+    def with_model(self, model: str) -> ForecastSettings:
+        """These settings for `model`, checked again: with its default levels, unless levels
+        were given."""
+        data = self.model_dump()
+        data["model"] = model
+        if "quantiles" not in self.model_fields_set:
+            data["quantiles"] = default_levels([model])
+        return type(self).model_validate(data)
+
+    @model_validator(mode="after")
+    def _levels_the_model_forecasts(self) -> ForecastSettings:
+        if self.model in LEVEL_RANGES:
+            low, high = LEVEL_RANGES[self.model]
+            beyond = [q for q in self.quantiles if not low - 1e-9 <= q <= high + 1e-9]
+            if beyond:
+                raise ValueError(
+                    f"quantiles {beyond}: {self.model} forecasts the levels {low} to {high} only"
+                )
+        return self

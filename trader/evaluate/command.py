@@ -60,10 +60,15 @@ def _check(request: EvaluateRequest) -> None:
 
 
 def _settings(settings: Settings, request: EvaluateRequest) -> Settings:
+    from trader.config.forecast_settings import default_levels  # noqa: PLC0415
+
     forecast: dict[str, Any] = {}
     market: dict[str, Any] = {}
     # The device is chosen for the heaviest model asked for (the baseline runs anywhere).
     forecast["model"] = next((m for m in request.models if m != REFERENCE), REFERENCE)
+    if "quantiles" not in settings.forecast.model_fields_set:
+        # Every model is scored at the same levels: those that all of them forecast.
+        forecast["quantiles"] = default_levels([REFERENCE, *request.models])
     if request.horizon is not None:
         forecast["horizon"] = request.horizon
     if request.samples is not None:

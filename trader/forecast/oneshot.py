@@ -68,7 +68,7 @@ def _settings(base: ForecastSettings, request: OneShot) -> ForecastSettings:
     if request.samples is not None:
         update["toto"] = base.toto.model_copy(update={"num_samples": request.samples})
         update["kronos"] = base.kronos.model_copy(update={"sample_count": request.samples})
-    return base.model_copy(update=update)
+    return base.model_copy(update=update).with_model(request.model)
 
 
 def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
