@@ -18,6 +18,7 @@ from trader.cli import (
     demo,
     doctor,
     download,
+    finetune,
     forecast,
     reconcile,
     run,
@@ -26,7 +27,9 @@ from trader.cli import (
 from trader.cli.options import common_options
 from trader.exit_codes import EX_CONFIG
 
-VERBS = (run, demo, download, forecast, backtest, doctor, bench, reconcile, sandbox, config)
+VERBS = (
+    run, demo, download, forecast, backtest, finetune, doctor, bench, reconcile, sandbox, config,
+)  # fmt: skip
 
 
 class _Version(argparse.Action):

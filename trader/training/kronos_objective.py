@@ -1,0 +1,129 @@
+"""Kronos's fine-tuning objectives, on our inference modules.
+
+Windows are context + horizon bars, z-scored by the statistics of their context part alone
+(as inference normalises the future by the context's), clipped at +-5, with the bars' time
+features.
+
+- Predictor (the published objective, `finetune/train_predictor.py`): the frozen tokenizer
+  encodes the window; the model reads tokens 0..T-2 and is scored by the mean of the
+  cross-entropies of the s1 and then the s2 token at 1..T-1. The s2 head is conditioned on the
+  true s1 token (teacher forcing, the reference's `use_teacher_forcing=True`), attending to
+  the hidden states up to its own position, unrotated: what generation computes at each step.
+- Tokenizer (`finetune/train_tokenizer.py`): (MSE of the s1-only reconstruction + MSE of the
+  full reconstruction + the BSQ quantizer loss) / 2, the sign quantizer passing gradients
+  straight through. The s1-only decoder input (`post_quant_embed_pre`) is a published tensor
+  inference never reads; it is trained here and written back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trader.forecast.kronos.inputs import CLIP, EPSILON, bar_values, time_features
+from trader.forecast.kronos.model import KronosModel
+from trader.forecast.kronos.tokenizer import KronosTokenizer
+from trader.training.data import Refs, Series
+
+# Kronos-Tokenizer-base's quantizer loss weights, for checkpoints that do not state theirs.
+QUANTIZER_DEFAULTS = {"beta": 0.05, "gamma0": 1.0, "gamma": 1.1, "zeta": 0.05}
+
+
+class KronosPredictorTraining(nn.Module):
+    def __init__(self, model: KronosModel, tokenizer: KronosTokenizer) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer.eval().requires_grad_(False)
+
+    def forward(self, x: Tensor, stamp: Tensor) -> Tensor:
+        """x [B, T, 6] normalised bars, stamp [B, T, 5] -> the mean cross-entropy."""
+        with torch.no_grad():
+            s1, s2 = self.tokenizer.encode(x)
+        hidden, _ = self.model.window(s1[:, :-1], s2[:, :-1], stamp[:, :-1])
+        s1_logits = self.model.s1_logits(hidden)
+        s2_logits = self.model.s2_logits_every_step(hidden, s1[:, 1:])
+        ce1 = F.cross_entropy(s1_logits.flatten(0, 1).float(), s1[:, 1:].flatten())
+        ce2 = F.cross_entropy(s2_logits.flatten(0, 1).float(), s2[:, 1:].flatten())
+        return (ce1 + ce2) / 2
+
+
+@dataclass(frozen=True)
+class QuantizerWeights:
+    beta: float  # commitment
+    gamma0: float  # per-sample entropy
+    gamma: float  # codebook entropy
+    zeta: float  # the entropy penalty as a whole
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any]) -> QuantizerWeights:
+        return cls(**{k: float(raw.get(k, v)) for k, v in QUANTIZER_DEFAULTS.items()})
+
+
+def bsq_loss(z: Tensor, zq: Tensor, group_size: int, weights: QuantizerWeights) -> Tensor:
+    """The reference's binary spherical quantizer loss (soft, analytical per-sample entropy,
+    group codebook entropy). z: the unit-normalised latent [..., D]; zq: its quantized value."""
+    dim = z.shape[-1]
+    commit = weights.beta * ((zq.detach() - z) ** 2).sum(-1).mean()
+    # The codes of one group of bits, most significant first, on the unit sphere's scale.
+    index = torch.arange(2**group_size, device=z.device)
+    shifts = torch.arange(group_size - 1, -1, -1, device=z.device)
+    codebook = (((index[:, None] >> shifts) & 1).float() * 2 - 1) / dim**0.5
+    groups = z.unflatten(-1, (dim // group_size, group_size))
+    prob = (2 * torch.einsum("...gc,dc->...gd", groups, codebook)).softmax(-1)
+    p = torch.sigmoid(-4 * z / dim**0.5)
+    per_sample = _entropy(torch.stack([p, 1 - p], dim=-1)).sum(-1).mean()
+    codebook_entropy = _entropy(prob.flatten(0, -3).mean(0)).sum()
+    penalty = weights.gamma0 * per_sample - weights.gamma * codebook_entropy
+    return commit + weights.zeta * penalty
+
+
+def _entropy(probs: Tensor) -> Tensor:
+    return -(probs * torch.log(probs + 1e-8)).sum(-1)
+
+
+class KronosTokenizerTraining(nn.Module):
+    def __init__(
+        self, tokenizer: KronosTokenizer, pre: nn.Linear, weights: QuantizerWeights
+    ) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+        self.pre = pre  # post_quant_embed_pre: the s1 bits -> the decoder's input
+        self.weights = weights
+
+    def forward(self, x: Tensor, stamp: Tensor) -> Tensor:
+        config = self.tokenizer.config
+        z = F.normalize(self.tokenizer.latent(x), dim=-1)
+        signs = torch.where(z > 0, 1.0, -1.0).to(z.dtype)
+        zq = (z + (signs - z).detach()) / config.codebook_dim**0.5
+        quantizer = bsq_loss(z.float(), zq.float(), config.group_size, self.weights)
+        coarse = self.tokenizer.reconstruct(self.pre(zq[..., : config.s1_bits]))
+        full = self.tokenizer.reconstruct(self.tokenizer.post_quant_embed(zq))
+        mse = F.mse_loss(coarse.float(), x) + F.mse_loss(full.float(), x)
+        return (mse + quantizer) / 2
+
+
+class KronosBatches:
+    """Windows of the six columns, z-scored by their first `context` bars, and their time
+    features."""
+
+    def __init__(self, series: Sequence[Series], context: int, length: int) -> None:
+        self.context = context
+        self.length = length
+        self.values = [np.ascontiguousarray(bar_values(s.bars)) for s in series]
+        self.stamps = [time_features([b.start for b in s.bars]) for s in series]
+
+    def make(self, refs: Refs, device: torch.device) -> tuple[Tensor, Tensor]:
+        pairs = refs.tolist()
+        values = np.stack([self.values[s][first : first + self.length] for s, first in pairs])
+        stamps = np.stack([self.stamps[s][first : first + self.length] for s, first in pairs])
+        x = torch.from_numpy(values).to(device)
+        past = x[:, : self.context]
+        mean, std = past.mean(1, keepdim=True), past.std(1, keepdim=True, unbiased=False)
+        x = ((x - mean) / (std + EPSILON)).clamp(-CLIP, CLIP)
+        return x, torch.from_numpy(stamps).to(device)
