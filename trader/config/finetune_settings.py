@@ -79,11 +79,12 @@ class FinetuneSettings(Section):
         description="bars purged between train and validation and between validation and "
         "test; at least the horizon (and Toto's patch) whatever is set",
     )
-    kronos_train: Literal["predictor", "tokenizer"] = Field(
+    kronos_train: Literal["predictor", "tokenizer", "both"] = Field(
         "predictor",
         description="Kronos: the predictor (cross-entropy on the s1 then s2 tokens, tokenizer "
-        "frozen) or the tokenizer (reconstruction + BSQ losses, predictor untouched); to "
-        "adapt both, fine-tune the tokenizer, then the predictor from its output",
+        "frozen), the tokenizer (reconstruction + BSQ losses, predictor untouched), or both "
+        "(the two losses in one step; the reference's order, tokenizer then predictor, is two "
+        "runs, the second from the first's weights)",
     )
     toto_train: Literal["all", "head"] = Field(
         "all",
@@ -98,7 +99,9 @@ class FinetuneSettings(Section):
         "rest on the robust loss of its mean (Datadog's fine-tuning loss: 0.575; 1: NLL only)",
     )
     lora_rank: int = Field(8, ge=1, le=1024, description="--lora: rank of the adapters")
-    lora_alpha: float = Field(16.0, gt=0, description="--lora: adapter scale numerator")
+    lora_alpha: int = Field(
+        16, ge=1, description="--lora: the adapters' scale is lora_alpha / lora_rank"
+    )
     lora_dropout: float = Field(0.0, ge=0, lt=1, description="--lora: dropout on the adapters")
     evaluation_windows: int = Field(
         64, ge=1, description="forecast origins scored on the held-out test tail"

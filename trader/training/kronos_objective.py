@@ -13,6 +13,9 @@ features.
   full reconstruction + the BSQ quantizer loss) / 2, the sign quantizer passing gradients
   straight through. The s1-only decoder input (`post_quant_embed_pre`) is a published tensor
   inference never reads; it is trained here and written back.
+- Both: the sum of the two, in one step; the predictor reads the tokenizer's current tokens
+  (the reference trains the tokenizer first, then the predictor on its tokens: two runs, the
+  second from the first's weights, do exactly that).
 """
 
 from __future__ import annotations
@@ -33,24 +36,6 @@ from trader.training.data import Refs, Series
 
 # Kronos-Tokenizer-base's quantizer loss weights, for checkpoints that do not state theirs.
 QUANTIZER_DEFAULTS = {"beta": 0.05, "gamma0": 1.0, "gamma": 1.1, "zeta": 0.05}
-
-
-class KronosPredictorTraining(nn.Module):
-    def __init__(self, model: KronosModel, tokenizer: KronosTokenizer) -> None:
-        super().__init__()
-        self.model = model
-        self.tokenizer = tokenizer.eval().requires_grad_(False)
-
-    def forward(self, x: Tensor, stamp: Tensor) -> Tensor:
-        """x [B, T, 6] normalised bars, stamp [B, T, 5] -> the mean cross-entropy."""
-        with torch.no_grad():
-            s1, s2 = self.tokenizer.encode(x)
-        hidden, _ = self.model.window(s1[:, :-1], s2[:, :-1], stamp[:, :-1])
-        s1_logits = self.model.s1_logits(hidden)
-        s2_logits = self.model.s2_logits_every_step(hidden, s1[:, 1:])
-        ce1 = F.cross_entropy(s1_logits.flatten(0, 1).float(), s1[:, 1:].flatten())
-        ce2 = F.cross_entropy(s2_logits.flatten(0, 1).float(), s2[:, 1:].flatten())
-        return (ce1 + ce2) / 2
 
 
 @dataclass(frozen=True)
@@ -87,25 +72,65 @@ def _entropy(probs: Tensor) -> Tensor:
     return -(probs * torch.log(probs + 1e-8)).sum(-1)
 
 
-class KronosTokenizerTraining(nn.Module):
+def predictor_loss(
+    model: KronosModel, tokenizer: KronosTokenizer, x: Tensor, stamp: Tensor
+) -> Tensor:
+    """The mean of the s1 and s2 cross-entropies over a batch of windows (tokens from the
+    tokenizer, never differentiated through)."""
+    with torch.no_grad():
+        s1, s2 = tokenizer.encode(x)
+    hidden, _ = model.window(s1[:, :-1], s2[:, :-1], stamp[:, :-1])
+    s1_logits = model.s1_logits(hidden)
+    s2_logits = model.s2_logits_every_step(hidden, s1[:, 1:])
+    ce1 = F.cross_entropy(s1_logits.flatten(0, 1).float(), s1[:, 1:].flatten())
+    ce2 = F.cross_entropy(s2_logits.flatten(0, 1).float(), s2[:, 1:].flatten())
+    return (ce1 + ce2) / 2
+
+
+def tokenizer_loss(
+    tokenizer: KronosTokenizer, pre: nn.Linear, weights: QuantizerWeights, x: Tensor
+) -> Tensor:
+    """(s1-only reconstruction MSE + full reconstruction MSE + BSQ loss) / 2."""
+    config = tokenizer.config
+    z = F.normalize(tokenizer.latent(x), dim=-1)
+    signs = torch.where(z > 0, 1.0, -1.0).to(z.dtype)
+    zq = (z + (signs - z).detach()) / config.codebook_dim**0.5
+    quantizer = bsq_loss(z.float(), zq.float(), config.group_size, weights)
+    coarse = tokenizer.reconstruct(pre(zq[..., : config.s1_bits]))
+    full = tokenizer.reconstruct(tokenizer.post_quant_embed(zq))
+    mse = F.mse_loss(coarse.float(), x) + F.mse_loss(full.float(), x)
+    return (mse + quantizer) / 2
+
+
+class KronosTraining(nn.Module):
+    """The loss of a batch (x [B, T, 6] normalised bars, stamp [B, T, 5]) for the parts
+    trained: the predictor, the tokenizer, or both (the sum of the two losses, the predictor
+    reading the tokenizer's current tokens). The parts not trained are frozen."""
+
     def __init__(
-        self, tokenizer: KronosTokenizer, pre: nn.Linear, weights: QuantizerWeights
+        self,
+        model: KronosModel,
+        tokenizer: KronosTokenizer,
+        pre: nn.Linear,
+        weights: QuantizerWeights,
+        part: str,
     ) -> None:
         super().__init__()
+        self.model = model
         self.tokenizer = tokenizer
         self.pre = pre  # post_quant_embed_pre: the s1 bits -> the decoder's input
         self.weights = weights
+        self.part = part
+        for name, module in (("predictor", model), ("tokenizer", tokenizer), ("tokenizer", pre)):
+            module.requires_grad_(part in (name, "both"))
 
     def forward(self, x: Tensor, stamp: Tensor) -> Tensor:
-        config = self.tokenizer.config
-        z = F.normalize(self.tokenizer.latent(x), dim=-1)
-        signs = torch.where(z > 0, 1.0, -1.0).to(z.dtype)
-        zq = (z + (signs - z).detach()) / config.codebook_dim**0.5
-        quantizer = bsq_loss(z.float(), zq.float(), config.group_size, self.weights)
-        coarse = self.tokenizer.reconstruct(self.pre(zq[..., : config.s1_bits]))
-        full = self.tokenizer.reconstruct(self.tokenizer.post_quant_embed(zq))
-        mse = F.mse_loss(coarse.float(), x) + F.mse_loss(full.float(), x)
-        return (mse + quantizer) / 2
+        losses = []
+        if self.part != "predictor":
+            losses.append(tokenizer_loss(self.tokenizer, self.pre, self.weights, x))
+        if self.part != "tokenizer":
+            losses.append(predictor_loss(self.model, self.tokenizer, x, stamp))
+        return sum(losses[1:], losses[0])
 
 
 class KronosBatches:

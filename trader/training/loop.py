@@ -78,6 +78,8 @@ def run_loop(setup: Setup, record: Record) -> Record:
     settings = setup.settings
     params = setup.trainee.trainable()
     losses: list[float] = []
+    if record.first_validation is None:
+        _validate(setup, record)  # the start's own loss: what training has to beat
     clock = time.perf_counter()
     steps_timed = 0
     while record.step < setup.max_steps:

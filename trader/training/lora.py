@@ -9,8 +9,9 @@ written checkpoint has exactly the published tensor names. peft loads only when 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -52,14 +53,15 @@ def qlora_refusal(device: torch.device) -> str | None:
 
 def add_adapters(
     module: nn.Module,
-    targets: Sequence[str],
+    targets: str,
     settings: FinetuneSettings,
     *,
     quantize_on: torch.device | None = None,
     compute_dtype: torch.dtype = torch.float32,
 ) -> Adapters:
-    """Freeze `module` and give the `targets` projections trainable adapters, in place;
-    with `quantize_on`, the targets' frozen weights become 4-bit on that CUDA device first."""
+    """Freeze `module` and give the projections whose names match the regular expression
+    `targets` trainable adapters, in place; with `quantize_on`, those projections' frozen
+    weights become 4-bit on that CUDA device first."""
     try:
         from peft import LoraConfig, inject_adapter_in_model  # noqa: PLC0415 - heavy
     except ImportError as error:
@@ -76,7 +78,7 @@ def add_adapters(
         r=settings.lora_rank,
         lora_alpha=settings.lora_alpha,
         lora_dropout=settings.lora_dropout,
-        target_modules=list(targets),
+        target_modules=targets,
     )
     inject_adapter_in_model(config, module, adapter_name=ADAPTER)
     return Adapters(originals, quantize_on is not None)
@@ -93,30 +95,32 @@ def merged_state(module: nn.Module, adapters: Adapters | None) -> dict[str, Tens
         for name, layer in module.named_modules():
             if isinstance(layer, LoraLayer):
                 key = f"{name}.weight"
-                delta = layer.get_delta_weight(ADAPTER).detach().float().cpu()
+                # Each kind of adapted layer (Linear, bitsandbytes' Linear4bit) has its own.
+                delta = cast(Any, layer).get_delta_weight(ADAPTER).detach().float().cpu()
                 out[key] = (out[key].float() + delta).to(out[key].dtype)
     return out
 
 
 def _quantize(
-    module: nn.Module, targets: Sequence[str], device: torch.device, compute_dtype: torch.dtype
+    module: nn.Module, targets: str, device: torch.device, compute_dtype: torch.dtype
 ) -> None:
     import bitsandbytes as bnb  # noqa: PLC0415 - checked by qlora_refusal
 
-    for parent in list(module.modules()):
-        for attr, child in list(parent.named_children()):
-            if attr not in targets or not isinstance(child, nn.Linear):
-                continue
-            quantized = bnb.nn.Linear4bit(
-                child.in_features,
-                child.out_features,
-                bias=child.bias is not None,
-                compute_dtype=compute_dtype,
-                quant_type="nf4",
-            )
-            quantized.weight = bnb.nn.Params4bit(
-                child.weight.data.cpu(), requires_grad=False, quant_type="nf4"
-            )
-            if child.bias is not None:
-                quantized.bias = nn.Parameter(child.bias.data.clone(), requires_grad=False)
-            setattr(parent, attr, quantized.to(device))  # quantized as it moves to the GPU
+    for name, child in list(module.named_modules()):
+        if not isinstance(child, nn.Linear) or not re.fullmatch(targets, name):
+            continue
+        quantized = bnb.nn.Linear4bit(
+            child.in_features,
+            child.out_features,
+            bias=child.bias is not None,
+            compute_dtype=compute_dtype,
+            quant_type="nf4",
+        )
+        quantized.weight = bnb.nn.Params4bit(
+            child.weight.data.cpu(), requires_grad=False, quant_type="nf4"
+        )
+        if child.bias is not None:
+            quantized.bias = nn.Parameter(child.bias.data.clone(), requires_grad=False)
+        parent_name, _, attr = name.rpartition(".")
+        parent = module.get_submodule(parent_name)
+        setattr(parent, attr, quantized.to(device))  # quantized as it moves to the GPU

@@ -132,8 +132,8 @@ def _adapters(
     if not request.adapters:
         return None
     return add_adapters(
-        trainee.adapted,
-        trainee.lora_targets,
+        trainee.objective,
+        trainee.lora_targets(),
         settings,
         quantize_on=device.device if request.qlora else None,
         compute_dtype=device.autocast or torch.float32,

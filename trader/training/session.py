@@ -167,7 +167,7 @@ def _export(s: Session, p: Prepared) -> None:
         p.trainee.objective.load_state_dict(checkpoint.load(best, s.device.device)["model"])
     staging = s.folder.root / ".weights.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    p.trainee.export(staging, merged_state(p.trainee.adapted, p.adapters))
+    p.trainee.export(staging, merged_state(p.trainee.objective, p.adapters))
     shutil.rmtree(s.folder.weights, ignore_errors=True)
     staging.rename(s.folder.weights)
 

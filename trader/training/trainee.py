@@ -1,10 +1,12 @@
 """The model a run fine-tunes, built from its base on our inference modules: the objective
-(an `nn.Module` whose forward is the loss, so DDP can wrap it), the part whose weights change
-(what LoRA adapts and what is written back), how batches are made, and how the result is
-written in the published format."""
+(an `nn.Module` whose forward is the loss, so DDP can wrap it, and which holds every network
+involved under a prefix: Toto's `model.`, Kronos's `model.`, `tokenizer.` and `pre.`), which
+prefixes are trained, how batches are made, and how the result is written back in the
+published format."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,51 +29,58 @@ from trader.forecast.toto.model import Rotary
 from trader.forecast.weights import load_checkpoint
 from trader.training.base import Base
 from trader.training.data import Series
-from trader.training.kronos_objective import (
-    KronosBatches,
-    KronosPredictorTraining,
-    KronosTokenizerTraining,
-    QuantizerWeights,
-)
+from trader.training.kronos_objective import KronosBatches, KronosTraining, QuantizerWeights
 from trader.training.toto_objective import TotoBatches, TotoTraining
 
 TOTO_LORA = ("wQKV", "wO", "w12", "w3")  # attention and SwiGLU projections
 KRONOS_LORA = ("q_proj", "k_proj", "v_proj", "out_proj", "w1", "w2", "w3")
+# The quantizer's bit weights: published tensors no network holds, carried over as they are.
+_BASES = ("tokenizer.bsq.basis", "tokenizer.bsq.group_basis")
 
 
 @dataclass(frozen=True, eq=False)
 class Trainee:
     model: str
-    part: str  # what is trained: toto's "all" or "head"; kronos's "predictor" or "tokenizer"
+    part: str  # toto: "all" or "head"; kronos: "predictor", "tokenizer" or "both"
     objective: nn.Module  # forward(*batch) -> the mean loss
-    adapted: nn.Module  # the network whose weights change and are written back
+    trained: tuple[str, ...]  # the objective's prefixes whose weights change
     batches: TotoBatches | KronosBatches
     window: int  # bars per training window
     min_gap: int  # the split's gaps are at least this many bars
-    lora_targets: tuple[str, ...]
+    lora_names: tuple[str, ...]
     base: Base
 
     def trainable(self) -> list[nn.Parameter]:
         return [p for p in self.objective.parameters() if p.requires_grad]
 
+    def lora_targets(self) -> str:
+        """peft's target_modules: the named projections inside the trained networks."""
+        prefixes, names = "|".join(self.trained), "|".join(self.lora_names)
+        return rf"^({prefixes})\..*\b({names})$"
+
     def export(self, directory: Path, state: dict[str, Tensor]) -> None:
-        """Write `state` (the adapted network's tensors, merged) in the published format."""
+        """Write the objective's `state` (adapters merged) in the published format."""
         if self.model == "toto":
-            _export_toto(self.base, directory, state)
-        elif self.part == "predictor":
-            assert self.base.tokenizer is not None
-            _export(self.base.path, directory / "predictor", state, KRONOS_MODEL_TRAINING)
-            _copy(self.base.tokenizer, directory / "tokenizer")
+            _export_toto(self.base, directory, _under("model", state))
+            return
+        assert self.base.tokenizer is not None
+        if "model" in self.trained:
+            _export(
+                self.base.path, directory / "predictor", _under("model", state),
+                KRONOS_MODEL_TRAINING,
+            )  # fmt: skip
         else:
-            assert self.base.tokenizer is not None
-            pre = self.objective.pre  # type: ignore[union-attr]
-            trained = {
-                f"post_quant_embed_pre.{n}": t.detach().cpu() for n, t in pre.state_dict().items()
-            }
-            bases = ("tokenizer.bsq.basis", "tokenizer.bsq.group_basis")
-            target = directory / "tokenizer"
-            _export(self.base.tokenizer, target, state | trained, KRONOS_TOKENIZER_TRAINING, bases)
             _copy(self.base.path, directory / "predictor")
+        if "tokenizer" in self.trained:
+            tokenizer = _under("tokenizer", state) | {
+                f"post_quant_embed_pre.{name}": t for name, t in _under("pre", state).items()
+            }
+            _export(
+                self.base.tokenizer, directory / "tokenizer", tokenizer,
+                KRONOS_TOKENIZER_TRAINING, keep=_BASES,
+            )  # fmt: skip
+        else:
+            _copy(self.base.tokenizer, directory / "tokenizer")
 
 
 def build_trainee(
@@ -83,28 +92,24 @@ def build_trainee(
     if base.model == "toto":
         return _toto(base, series, settings, forecast)
     assert base.tokenizer is not None
-    tokenizer = load_tokenizer(base.tokenizer)
+    raw = load_checkpoint(base.tokenizer)
+    tokenizer = load_tokenizer(base.tokenizer).train()
+    config = tokenizer.config
+    pre = nn.Linear(config.s1_bits, config.d_model)
+    pre.load_state_dict({n: raw.tensors[f"post_quant_embed_pre.{n}"] for n in ("weight", "bias")})
+    objective = KronosTraining(
+        load_model(base.path).train(), tokenizer, pre, QuantizerWeights.from_config(raw.config),
+        settings.kronos_train,
+    )  # fmt: skip
+    trained = {
+        "predictor": ("model",), "tokenizer": ("tokenizer", "pre"),
+        "both": ("model", "tokenizer", "pre"),
+    }[settings.kronos_train]  # fmt: skip
     length = settings.context + settings.horizon
-    batches = KronosBatches(series, settings.context, length)
-    if settings.kronos_train == "predictor":
-        model = load_model(base.path).train().requires_grad_(True)
-        objective: nn.Module = KronosPredictorTraining(model, tokenizer)
-        adapted: nn.Module = model
-    else:
-        raw = load_checkpoint(base.tokenizer)
-        config = tokenizer.config
-        pre = nn.Linear(config.s1_bits, config.d_model)
-        pre.load_state_dict(
-            {n: raw.tensors[f"post_quant_embed_pre.{n}"] for n in ("weight", "bias")}
-        )
-        tokenizer.train().requires_grad_(True)
-        objective = KronosTokenizerTraining(
-            tokenizer, pre, QuantizerWeights.from_config(raw.config)
-        )
-        adapted = tokenizer
     return Trainee(
-        "kronos", settings.kronos_train, objective, adapted, batches, length,
-        settings.horizon, KRONOS_LORA, base,
+        "kronos", settings.kronos_train, objective, trained,
+        KronosBatches(series, settings.context, length), length, settings.horizon, KRONOS_LORA,
+        base,
     )  # fmt: skip
 
 
@@ -121,9 +126,15 @@ def _toto(
         model.model.output_distribution.requires_grad_(True)
     batches = TotoBatches(series, forecast.toto.variates, context + patch)
     return Trainee(
-        "toto", settings.toto_train, TotoTraining(model, settings.toto_nll_weight), model,
+        "toto", settings.toto_train, TotoTraining(model, settings.toto_nll_weight), ("model",),
         batches, context + patch, max(settings.horizon, patch), TOTO_LORA, base,
     )  # fmt: skip
+
+
+def _under(prefix: str, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """The tensors under `prefix.`, named without it."""
+    pattern = re.compile(rf"^{re.escape(prefix)}\.")
+    return {pattern.sub("", name): t for name, t in state.items() if pattern.match(name)}
 
 
 def _export_toto(base: Base, directory: Path, state: dict[str, Tensor]) -> None:
@@ -145,7 +156,7 @@ def _export(
     training-only keys the reference classes need) and the base's tensors named in `keep`."""
     checkpoint = load_checkpoint(source)
     config = training_keys | dict(checkpoint.config)
-    kept = {name: checkpoint.tensors[name] for name in keep if name in checkpoint.tensors}
+    kept = {name: checkpoint.tensors[name] for name in keep}
     save_published(directory, config, state | kept)
 
 
