@@ -46,14 +46,28 @@ def save_atomic(path: Path, payload: dict[str, Any]) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        cause = _os_error(error)
+        if cause is not None and cause is not error:
+            # torch.save reports a failed write as a RuntimeError of its zip writer.
+            raise cause from error
         raise
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)  # the rename itself survives a power cut
     finally:
         os.close(directory)
+
+
+def _os_error(error: BaseException | None) -> OSError | None:
+    """The OSError (ENOSPC, EIO...) behind `error`, if one is."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, OSError):
+            return error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def load(path: Path, device: torch.device) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from trader.market.replay import RecordingsRequestError
 from trader.training.checkpoint import CheckpointFailed
 from trader.training.device import TrainingDeviceRefused, decide
 from trader.training.distributed import World, join, leave, world_from
-from trader.training.lora import LoraUnavailable
+from trader.training.lora import LoraUnavailable, qlora_refusal
 from trader.training.outdir import OutputRefused, RunFolder
 from trader.training.plan import NotEnoughData
 from trader.training.prepare import Session
@@ -56,6 +56,10 @@ def run_finetune(
         device = decide(
             request.device or settings.forecast.device, settings.finetune.precision, world
         )
+        if request.qlora:
+            refusal = qlora_refusal(device.device)
+            if refusal is not None:
+                raise LoraUnavailable(refusal)
         join(world, device.device)
         try:
             return run_session(Session(settings, request, world, device, RunFolder(request.out)))
