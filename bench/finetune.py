@@ -12,11 +12,12 @@ side in one run, on the same batch and the same random weights. Prints JSON.
 
 Per model and implementation, in a fresh worker process: the median step time over `--repeats`
 steps after `--warmup`, windows/s, and peak memory (CUDA: `max_memory_allocated`; CPU: the
-process's peak RSS while training, and its RSS once loaded, weights and imports included). Both train the same way: the reference in
-eval mode (no dropout: ours has none), bfloat16 autocast on GPUs with native bfloat16, float32
-elsewhere. `loss` is each side's loss on the first batch: for Toto they must agree; for
-Kronos the s1 cross-entropy must agree and the s2 one differs by design (ours conditions the
-s2 head as generation does: causal and unrotated; the reference's training path rotates it).
+peak RSS while training, weights and imports included, beside the RSS once loaded). Both train
+the same way: the reference in eval mode (no dropout: ours has none), bfloat16 autocast on GPUs
+with native bfloat16, float32 elsewhere. `first_loss` is each side's loss on the first batch:
+for Toto they must agree; for Kronos the s1 cross-entropy agrees and the s2 one differs by
+design (ours conditions the s2 head as generation does, causal and unrotated; the reference's
+training path rotates it), by a few parts in ten thousand on random weights.
 
     .venv/bin/python bench/finetune.py [--device cpu|cuda] [--batch N] [--repeats N] [--quick]
 """
