@@ -123,6 +123,8 @@ class KronosTraining(nn.Module):
         self.part = part
         for name, module in (("predictor", model), ("tokenizer", tokenizer), ("tokenizer", pre)):
             module.requires_grad_(part in (name, "both"))
+        if not model.config.learn_te:
+            model.time_emb.requires_grad_(False)  # fixed sinusoids, as the reference keeps them
 
     def forward(self, x: Tensor, stamp: Tensor) -> Tensor:
         losses = []
