@@ -135,7 +135,7 @@ def test_a_run_learns_beats_its_start_and_leaves_complete_evidence(
     validations = [r["loss"] for r in run.records("validation")]
     assert validations[0] == max(validations) > min(validations)  # the loss fell
     scores = run.eval()
-    assert scores["finetuned"]["quantile_loss"] < scores["base"]["quantile_loss"]
+    assert scores["finetuned"]["crps"] < scores["base"]["crps"]
     assert scores["helped"] is True
     assert {"base", "finetuned", "naive"} <= set(scores)
     assert "fine-tuning helped" in run.result.stdout

@@ -9,7 +9,7 @@ pointing `forecast.weights_dir` at the new weights is the operator's decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,42 +21,56 @@ from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.build import build_forecaster
 from trader.forecast.device import DeviceChoice
 from trader.forecast.protocol import ForecastRequest
+from trader.skill import Figures, as_returns, forecast_table, score
 from trader.training.base import Base
 from trader.training.data import Refs, Series
-from trader.training.scoring import ESTIMATOR, LEVELS, Scores, score
 
 CHUNK = 16  # windows per model call
+# Every 5%: the 50, 80 and 90% central intervals, and a quantile CRPS that leaves out little.
+LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+ESTIMATOR = (
+    "trader.skill on returns of the close relative to the context's last close: CRPS by "
+    "scoringrules' quantile (pinball) approximation over levels 0.05..0.95; skill = 1 - "
+    "CRPS / CRPS of the naive no-change forecast; MASE = MAE of the median / MAE of the "
+    "naive forecast; coverage of the central intervals"
+)
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    scores: dict[str, Scores]  # base, finetuned, naive
+    scores: dict[str, Figures]  # base, finetuned, naive
+    windows: int
     horizon: int
     context: int
 
+    def _crps(self, name: str) -> float:
+        crps = self.scores[name].crps
+        assert crps is not None  # every window is realised: the test tail is history
+        return crps
+
     @property
     def helped(self) -> bool:
-        return self.scores["finetuned"].quantile_loss < self.scores["base"].quantile_loss
+        return self._crps("finetuned") < self._crps("base")
 
     @property
     def beats_naive(self) -> bool:
-        return self.scores["finetuned"].quantile_loss < self.scores["naive"].quantile_loss
+        return self._crps("finetuned") < self._crps("naive")
 
     def verdict(self) -> str:
-        tuned, base, naive = (self.scores[k] for k in ("finetuned", "base", "naive"))
         change = "helped" if self.helped else "did NOT help"
         naive_part = "beats" if self.beats_naive else "does NOT beat"
         return (
-            f"fine-tuning {change}: quantile loss {tuned.quantile_loss:.6g} fine-tuned against "
-            f"{base.quantile_loss:.6g} for the base on {tuned.windows} held-out test windows; "
+            f"fine-tuning {change}: CRPS {self._crps('finetuned'):.6g} fine-tuned against "
+            f"{self._crps('base'):.6g} for the base on {self.windows} held-out test windows; "
             f"the fine-tuned model {naive_part} the naive no-change forecast "
-            f"({naive.quantile_loss:.6g})"
+            f"({self._crps('naive'):.6g})"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {name: s.as_dict() for name, s in self.scores.items()} | {
+        return {name: asdict(figures) for name, figures in self.scores.items()} | {
             "helped": self.helped,
             "beats_naive": self.beats_naive,
+            "windows": self.windows,
             "horizon": self.horizon,
             "context": self.context,
             "levels": list(LEVELS),
@@ -75,25 +89,27 @@ def evaluate(
 ) -> Evaluation:
     """Score the windows `refs` (context + horizon bars each) of the test tail."""
     context, horizon = settings.context, settings.horizon
-    requests, actual = [], []
+    requests, future = [], []
     for s, first in refs.tolist():
         bars = series[s].bars
         window = bars[first : first + context]
-        future = bars[first + context : first + context + horizon]
+        future.append([b.close for b in bars[first + context : first + context + horizon]])
         requests.append(ForecastRequest(series[s].symbol, window, horizon, LEVELS))
-        actual.append([b.close / window[-1].close - 1 for b in future])
-    realised = np.array(actual, dtype=np.float64)
+    last = np.array([r.bars[-1].close for r in requests], dtype=np.float64)
+    realised = as_returns(np.array(future, dtype=np.float64), last)
     used = _forecast_settings(forecast, settings)
 
-    def scores_of(path: Path, tokenizer: Path | None) -> Scores:
-        return _scores(base.model, path, tokenizer, requests, realised, used, choice)
+    def figures(path: Path, tokenizer: Path | None) -> Figures:
+        values = _forecast(base.model, path, tokenizer, requests, used, choice)
+        return score(LEVELS, as_returns(values, last), realised).figures()
 
+    naive = np.zeros((*realised.shape, len(LEVELS)))
     scores = {
-        "base": scores_of(base.path, base.tokenizer),
-        "finetuned": scores_of(weights, None),
-        "naive": score(np.zeros((*realised.shape, len(LEVELS))), LEVELS, realised),
+        "base": figures(base.path, base.tokenizer),
+        "finetuned": figures(weights, None),
+        "naive": score(LEVELS, naive, realised).figures(),
     }
-    return Evaluation(scores, horizon, context)
+    return Evaluation(scores, len(requests), horizon, context)
 
 
 def _forecast_settings(forecast: ForecastSettings, settings: FinetuneSettings) -> ForecastSettings:
@@ -115,23 +131,20 @@ def _forecast_settings(forecast: ForecastSettings, settings: FinetuneSettings) -
     )
 
 
-def _scores(
+def _forecast(
     model: str,
     path: Path,
     tokenizer: Path | None,
     requests: Sequence[ForecastRequest],
-    realised: NDArray[np.float64],
     forecast: ForecastSettings,
     choice: DeviceChoice,
-) -> Scores:
+) -> NDArray[np.float64]:
+    """The model's close quantiles [window, step, level], loaded from `path` as `trader
+    forecast` loads weights."""
     forecaster = build_forecaster(
         model, forecast, choice, model_path=path, tokenizer_path=tokenizer
     )
-    rows = []
+    results = []
     for start in range(0, len(requests), CHUNK):
-        chunk = requests[start : start + CHUNK]
-        for request, result in zip(chunk, forecaster.forecast(chunk), strict=True):
-            last = request.bars[-1].close
-            table = result.quantiles["close"]
-            rows.append([[table[q][k] / last - 1 for q in LEVELS] for k in range(request.horizon)])
-    return score(np.array(rows, dtype=np.float64), LEVELS, realised)
+        results += forecaster.forecast(requests[start : start + CHUNK])
+    return forecast_table(results)

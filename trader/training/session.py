@@ -26,7 +26,7 @@ from trader.training.plan import data_lines
 from trader.training.prepare import Prepared, Session, prepare
 from trader.training.progress import Progress
 from trader.training.signals import StopRequest, stop_on_signals
-from trader.training.summary import Summary
+from trader.training.summary import Summary, number, share
 
 BETAS = (0.9, 0.95)  # AdamW's, as the published Kronos fine-tuning scripts use
 
@@ -175,10 +175,10 @@ def _export(s: Session, p: Prepared) -> None:
 def _report(s: Session, evaluation: Evaluation, record: Record) -> None:
     out = sys.stdout
     out.write(evaluation.verdict() + "\n")
-    for name, scores in evaluation.scores.items():
+    for name, f in evaluation.scores.items():
         out.write(
-            f"  {name:<10} quantile loss {scores.quantile_loss:.6g}  CRPS {scores.crps:.6g}  "
-            f"MAE {scores.mae:.6g}  80% coverage {scores.coverage_80:.1%}\n"
+            f"  {name:<10} CRPS {number(f.crps)}  skill {number(f.skill)}  MAE {number(f.mae)}"
+            f"  MASE {number(f.mase)}  80% coverage {share(f.coverage.get('80'))}\n"
         )
     out.write(
         f"weights: {s.folder.weights} (best validation loss {record.best_loss:.5f} at step "

@@ -72,17 +72,31 @@ class Summary:
 
 
 def _evaluation(evaluation: Evaluation) -> str:
-    header = "| | quantile loss | CRPS | MAE of the median | 80% coverage |\n|---|---|---|---|---|"
+    header = (
+        "| | CRPS | skill vs naive | MAE of the median | MASE | 80% coverage | hit rate |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     rows = [
-        f"| {name} | {s.quantile_loss:.6g} | {s.crps:.6g} | {s.mae:.6g} | {s.coverage_80:.1%} |"
-        for name, s in evaluation.scores.items()
+        f"| {name} | {number(f.crps)} | {number(f.skill)} | {number(f.mae)} | "
+        f"{number(f.mase)} | {share(f.coverage.get('80'))} | {share(f.hit_rate)} |"
+        for name, f in evaluation.scores.items()
     ]
     return (
-        f"## Held-out test tail\n\n{evaluation.scores['base'].windows} windows, "
-        f"{evaluation.context} bars of context, {evaluation.horizon} bars ahead, returns of the "
-        "close (eval.json has the figures and how they are computed). Nothing was copied over "
-        "the serving weights.\n\n" + header + "\n" + "\n".join(rows)
+        f"## Held-out test tail\n\n{evaluation.windows} windows, {evaluation.context} bars of "
+        f"context, {evaluation.horizon} bars ahead, returns of the close (eval.json has every "
+        "figure and how it is computed). Nothing was copied over the serving weights.\n\n"
+        + header
+        + "\n"
+        + "\n".join(rows)
     )
+
+
+def number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.6g}"
+
+
+def share(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _cell(text: str) -> str:
