@@ -49,8 +49,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     PIP_BREAK_SYSTEM_PACKAGES=1 run $PY -m pip install --disable-pip-version-check --no-index \
         --find-links "$WHEELS" --no-deps "${missing[@]}"
 fi
-PIP_BREAK_SYSTEM_PACKAGES=1 run $PY -m pip install --disable-pip-version-check --no-index \
-    --no-deps --no-build-isolation -e . || exit $status
+if ! PIP_BREAK_SYSTEM_PACKAGES=1 $PY -m pip install --disable-pip-version-check --no-index \
+    --no-deps --no-build-isolation -e .; then
+    # `python -m trader` from the repository root needs no install: say so and go on.
+    echo "pip install -e . failed (an old setuptools?): running trader from the source tree"
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
 $PY -c 'import torch; print("torch after installing:", torch.__version__)'
 
 DATA=${TRADER_SHARED_DATA:-../shared/data}/SOLUSDT_1h.csv

@@ -60,9 +60,12 @@ class RunFolder:
     def last(self) -> Path:
         return self.checkpoints / LAST
 
+    def holds_anything(self) -> bool:
+        return self.root.exists() and any(self.root.iterdir())
+
     def claim(self, identity: dict[str, Any], resume: bool) -> bool:
         """Check the folder may take this run; True when there is a checkpoint to resume."""
-        held = self.root.exists() and any(self.root.iterdir())
+        held = self.holds_anything()
         if not resume:
             if held:
                 raise OutputRefused(

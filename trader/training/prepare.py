@@ -5,6 +5,7 @@ the split and windows it will learn from."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -68,13 +69,19 @@ def prepare(s: Session) -> Prepared:
         log.warning("finetune fallback", reason=s.device.choice.fallback)
     series = read_series(request.data, s.settings.market, request.reading, request.symbols)
     identity = _identity(s.settings, request, series)
+    fresh = not s.folder.holds_anything()
     resuming = s.folder.claim(identity, request.resume)
     barrier(world)  # every process has looked at the folder before rank 0 writes to it
-    if world.main:
-        s.folder.write_identity(identity)
-    base = _base(s)
-    trainee = build_trainee(base, series, finetune, s.settings.forecast)
-    chosen = plan(series, finetune, trainee.window, trainee.min_gap)
+    try:
+        if world.main:
+            s.folder.write_identity(identity)
+        base = _base(s)
+        trainee = build_trainee(base, series, finetune, s.settings.forecast)
+        chosen = plan(series, finetune, trainee.window, trainee.min_gap)
+    except Exception:
+        if fresh and world.main:  # a run refused before its first step leaves no folder
+            shutil.rmtree(s.folder.root, ignore_errors=True)
+        raise
     what = f"{request.model} ({_what(trainee, request, finetune)})"
     lines = [
         *start,
