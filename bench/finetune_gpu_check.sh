@@ -35,7 +35,8 @@ needed=(
     typing_inspection:typing_inspection typing_extensions:typing_extensions
     pydantic_settings:pydantic_settings dotenv:python_dotenv structlog:structlog
     exchange_calendars:exchange_calendars korean_lunar_calendar:korean_lunar_calendar
-    pyluach:pyluach toolz:toolz tzdata:tzdata gluonts:gluonts toto:toto_ts
+    pyluach:pyluach toolz:toolz tzdata:tzdata scoringrules:scoringrules
+    gluonts:gluonts toto:toto_ts
     model:kronos_model_arch rotary_embedding_torch:rotary_embedding_torch
     setuptools:setuptools
 )

@@ -5,9 +5,10 @@
 # The box has Python 3.12 with torch, numpy, pandas, pyarrow, safetensors, huggingface_hub,
 # peft, transformers, accelerate, matplotlib, tqdm, scipy, einops, jaxtyping, lightning, pyyaml
 # and pytest. What `trader finetune` and bench/finetune.py import beyond those: our settings
-# and logging stack, the trading calendars, and the reference packages the bench measures
-# against (toto-ts, kronos-model-arch and what their model code imports). No torch, numpy or
-# pandas: the check script installs these wheels with --no-deps, so the box's torch stays.
+# and logging stack, the trading calendars, the scoring rules (scoringrules), and the
+# reference packages the bench measures against (toto-ts, kronos-model-arch and what their
+# model code imports). No torch, numpy or pandas: the check script installs these wheels with
+# --no-deps, so the box's torch stays.
 # bitsandbytes (QLoRA) is left out: its wheel alone is larger than the upload allows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ $PIP download --disable-pip-version-check --quiet --no-deps --only-binary=:all: 
     pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
     typing-extensions==4.16.0 pydantic-settings==2.16.3 python-dotenv==1.2.4 \
     structlog==26.1.0 exchange-calendars==4.13.2 korean-lunar-calendar==0.4.0 \
-    pyluach==2.3.0 toolz==1.2.0 tzdata==2026.6 \
+    pyluach==2.3.0 toolz==1.2.0 tzdata==2026.6 scoringrules==0.10.0 \
     toto-ts==0.2.0 kronos-model-arch==0.1.0 gluonts==0.17.0 rotary-embedding-torch==0.8.6 \
     'setuptools>=75'
 ls "$DIR"
