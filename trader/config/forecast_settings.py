@@ -70,7 +70,9 @@ class ForecastSettings(Section):
         256, ge=8, description="bars of history behind the baseline's quantiles"
     )
     weights_dir: Path | None = Field(
-        None, description="local directory of weights; default: the Hugging Face cache"
+        None,
+        description="local directory of weights (a folder per repository), or the weights/ "
+        "folder of a `trader finetune` run; default: the Hugging Face cache",
     )
     hf_token: SecretStr | None = Field(None, description="Hugging Face token, if a repo needs it")
     download: bool = Field(
