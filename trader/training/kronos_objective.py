@@ -76,8 +76,9 @@ def predictor_loss(
     model: KronosModel, tokenizer: KronosTokenizer, x: Tensor, stamp: Tensor
 ) -> Tensor:
     """The mean of the s1 and s2 cross-entropies over a batch of windows (tokens from the
-    tokenizer, never differentiated through)."""
-    with torch.no_grad():
+    tokenizer, never differentiated through, in float32 as inference encodes: a bfloat16
+    autocast could flip the sign of a small coordinate, and so a bit of a token)."""
+    with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
         s1, s2 = tokenizer.encode(x)
     hidden, _ = model.window(s1[:, :-1], s2[:, :-1], stamp[:, :-1])
     s1_logits = model.s1_logits(hidden)
