@@ -61,6 +61,18 @@ def test_cuda_where_there_is_none_exits_69_with_the_reason_and_writes_nothing(
     assert not out.exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_auto_says_it_falls_back_to_the_cpu_in_its_first_lines(data, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")  # refused once the first lines are out
+    assert run_finetune(SETTINGS, request(data, out, device="auto"), {}) == EX_USAGE
+    first, second, *_ = capsys.readouterr().err.splitlines()
+    assert first.startswith("finetune on device=cpu")
+    assert "precision float32" in first
+    assert second.startswith("WARNING: training on the CPU, not a GPU: torch")
+
+
 def test_qlora_on_the_cpu_is_refused_with_the_reason(data, tmp_path, capsys):
     out = tmp_path / "run"
     code = run_finetune(SETTINGS, request(data, out, qlora=True, device="cpu"), {})
