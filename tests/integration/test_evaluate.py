@@ -109,20 +109,23 @@ def test_bad_input_is_told_plainly(tmp_path, monkeypatch, capsys, args, code, sa
     assert says in capsys.readouterr().err
 
 
-def test_toto2_is_scored_beside_the_references(tmp_path, monkeypatch, capsys):
-    from trader.forecast.random_weights import write_random_toto2  # noqa: PLC0415
+@pytest.mark.parametrize("model", ["toto2", "kronos"])
+def test_a_model_is_scored_beside_the_references(tmp_path, monkeypatch, capsys, model):
+    # Random small weights as `trader finetune` lays them out (Kronos: predictor/, tokenizer/).
+    from trader.forecast.random_weights import write_random  # noqa: PLC0415
 
-    weights = write_random_toto2(tmp_path / "toto2", "small").directory
+    weights = tmp_path / model
+    write_random(model, weights, "small")
     monkeypatch.chdir(tmp_path)
     for name in [n for n in os.environ if n.startswith(("TRADER_", "HF_"))]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("TRADER_BACKTEST__CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    args = ["--model", "toto2", "--weights", f"toto2={weights}", "--horizon", "4",
-            "--origins", "12", "--json"]  # fmt: skip
+    args = ["--model", model, "--weights", f"{model}={weights}", "--horizon", "4",
+            "--origins", "12", "--samples", "4", "--json"]  # fmt: skip
     assert main([*BASE, *args]) == 0
     data = json.loads(capsys.readouterr().out)
     rows = {row["model"]: row for row in data["rows"]}
-    assert set(rows) == {"naive", "baseline", "toto2"}
-    assert rows["toto2"]["figures"]["crps"] > 0
+    assert set(rows) == {"naive", "baseline", model}
+    assert rows[model]["figures"]["crps"] > 0
     assert data["origins"]["600977/CNY"]["scored"] == 12

@@ -19,6 +19,7 @@ from trader.cli import (
     doctor,
     download,
     evaluate,
+    finetune,
     forecast,
     reconcile,
     run,
@@ -28,7 +29,8 @@ from trader.cli.options import common_options
 from trader.exit_codes import EX_CONFIG
 
 VERBS = (
-    run, demo, download, forecast, backtest, evaluate, doctor, bench, reconcile, sandbox, config,
+    run, demo, download, forecast, backtest, evaluate, finetune, doctor, bench, reconcile,
+    sandbox, config,
 )  # fmt: skip
 
 

@@ -35,7 +35,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add("--model", action="append", choices=MODELS, default=[], metavar="M",
         help=f"a model to score ({', '.join(MODELS)}); repeat for several")  # fmt: skip
     add("--weights", action="append", type=_weights, default=[], metavar="M=DIR",
-        help="checkpoint of model M (Kronos: DIR, or DIR/model and DIR/tokenizer)")  # fmt: skip
+        help="checkpoint of model M (Kronos: DIR, or DIR/predictor and DIR/tokenizer)")  # fmt: skip
     add("--horizon", type=positive, metavar="H", help="bars ahead (default: forecast.horizon)")
     add("--context", type=positive, metavar="N", help="bars of context (default: "
         "market.context_bars)")  # fmt: skip

@@ -131,7 +131,9 @@ class ForecastSettings(Section):
         "sigmas over the horizon counts in trader_forecast_median_jumps_total",
     )
     weights_dir: Path | None = Field(
-        None, description="local directory of weights; default: the Hugging Face cache"
+        None,
+        description="local directory of weights (a folder per repository), or the weights/ "
+        "folder of a `trader finetune` run; default: the Hugging Face cache",
     )
     hf_token: SecretStr | None = Field(None, description="Hugging Face token, if a repo needs it")
     download: bool = Field(

@@ -97,10 +97,12 @@ def _settings(settings: Settings, request: EvaluateRequest) -> Settings:
 
 
 def _paths(model: str, folder: Path | None) -> tuple[Path | None, Path | None]:
-    """A Kronos folder may hold `model/` and `tokenizer/` (as random checkpoints are written)."""
-    if folder is not None and model == "kronos" and (folder / "tokenizer").is_dir():
-        return folder / "model", folder / "tokenizer"
-    return folder, None
+    """A Kronos folder may hold `predictor/` and `tokenizer/` (as `trader finetune` and random
+    checkpoints write them)."""
+    from trader.forecast.weights import kronos_pair  # noqa: PLC0415
+
+    pair = kronos_pair(folder) if model == "kronos" else None
+    return pair if pair is not None else (folder, None)
 
 
 def _forecasters(settings: Settings, request: EvaluateRequest) -> list[Forecaster]:

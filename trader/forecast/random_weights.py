@@ -84,6 +84,18 @@ TOTO2_SMALL = preset_config("4m") | {
     "num_layers": 4, "layer_group_size": 2, "patch_size": 8,
 }  # fmt: skip
 TOTO2_PUBLISHED_SIZE = "22m"
+# The keys of the published config.json files that only shaped training (dropouts, the
+# quantizer's loss weights), as Kronos-small and Kronos-Tokenizer-base have them: written too, so
+# that the reference classes' `from_pretrained` (which takes every key as an argument) loads
+# random and fine-tuned checkpoints alike.
+KRONOS_MODEL_TRAINING = {
+    "ffn_dropout_p": 0.25, "attn_dropout_p": 0.1, "resid_dropout_p": 0.25,
+    "token_dropout_p": 0.1,
+}  # fmt: skip
+KRONOS_TOKENIZER_TRAINING = {
+    "ffn_dropout_p": 0.0, "attn_dropout_p": 0.0, "resid_dropout_p": 0.0,
+    "beta": 0.05, "gamma0": 1.0, "gamma": 1.1, "zeta": 0.05,
+}  # fmt: skip
 SIZES = ("published", "small")
 _NAMES = {
     "toto": "Toto-Open-Base-1.0 (Datadog/Toto-Open-Base-1.0)",
@@ -127,7 +139,10 @@ def _randomised(module: nn.Module, seed: int) -> nn.Module:
     return module
 
 
-def _save(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+def save_published(
+    directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]
+) -> None:
+    """A checkpoint folder as published: model.safetensors and config.json."""
     directory.mkdir(parents=True, exist_ok=True)
     save_file({n: t.contiguous() for n, t in tensors.items()}, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(config, indent=2))
@@ -136,7 +151,7 @@ def _save(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tens
 def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
     config = TOTO_PUBLISHED if size == "published" else TOTO_SMALL
     model = _randomised(TotoModel(TotoConfig.from_json(config, "random weights")), seed)
-    _save(directory, config, model.state_dict())
+    save_published(directory, config, model.state_dict())
     count = sum(p.numel() for p in model.parameters())
     return RandomCheckpoint("toto", size, directory, None, count)
 
@@ -167,7 +182,7 @@ def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) 
         for layer, (attn, mlp) in zip(model.transformer.blocks, residual_taus(config), strict=True):
             layer.attn_tau.fill_(attn)
             layer.mlp_tau.fill_(mlp)
-    _save(directory, config.to_json(), model.state_dict())
+    save_published(directory, config.to_json(), model.state_dict())
     count = sum(p.numel() for p in model.parameters())
     written = RandomCheckpoint("toto2", size, directory, None, count)
     (directory / RANDOM_MARKER).write_text(json.dumps({"label": written.label, "size": name}))
@@ -177,17 +192,40 @@ def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) 
 def write_random_kronos(
     directory: Path, size: str = "published", seed: int = 0
 ) -> RandomCheckpoint:
-    """The model in `directory/model`, the tokenizer in `directory/tokenizer`."""
+    """The model in `directory/predictor`, the tokenizer in `directory/tokenizer` (the layout
+    `trader finetune` writes)."""
     model_config, tokenizer_config = KRONOS_PUBLISHED if size == "published" else KRONOS_SMALL
     model = _randomised(KronosModel(model_config), seed)
     tokenizer = _randomised(KronosTokenizer(tokenizer_config), seed + 1)
-    tensors = dict(tokenizer.state_dict())
-    for name, shape in unused_published_tensors(tokenizer_config).items():
-        tensors[name] = torch.zeros(shape)
-    _save(directory / "model", dataclasses.asdict(model_config), model.state_dict())
-    _save(directory / "tokenizer", dataclasses.asdict(tokenizer_config), tensors)
+    tensors = dict(tokenizer.state_dict()) | unused_tensors(tokenizer_config, seed + 2)
+    save_published(
+        directory / "predictor",
+        dataclasses.asdict(model_config) | KRONOS_MODEL_TRAINING,
+        model.state_dict(),
+    )
+    save_published(
+        directory / "tokenizer",
+        dataclasses.asdict(tokenizer_config) | KRONOS_TOKENIZER_TRAINING,
+        tensors,
+    )
     count = sum(p.numel() for p in [*model.parameters(), *tokenizer.parameters()])
-    return RandomCheckpoint("kronos", size, directory / "model", directory / "tokenizer", count)
+    return RandomCheckpoint("kronos", size, directory / "predictor", directory / "tokenizer", count)
+
+
+def unused_tensors(config: TokenizerConfig, seed: int) -> dict[str, torch.Tensor]:
+    """The published tokenizer tensors inference never reads, as a published checkpoint has
+    them: the s1-only decoder input (random here) and the quantizer's bit weights, most
+    significant first."""
+    generator = torch.Generator().manual_seed(seed)
+    shapes = unused_published_tensors(config)
+    weight = shapes["post_quant_embed_pre.weight"]
+    spread = weight[-1] ** -0.5
+    return {
+        "post_quant_embed_pre.weight": torch.randn(weight, generator=generator) * spread,
+        "post_quant_embed_pre.bias": torch.zeros(shapes["post_quant_embed_pre.bias"]),
+        "tokenizer.bsq.basis": 2 ** torch.arange(config.codebook_dim - 1, -1, -1),
+        "tokenizer.bsq.group_basis": 2 ** torch.arange(config.group_size - 1, -1, -1),
+    }
 
 
 def write_random(model: str, directory: Path, size: str = "published") -> RandomCheckpoint:
