@@ -16,6 +16,10 @@ device=${TOTO2_DEVICE:-cuda}
 mkdir -p "$out"
 env=/tmp/toto2-gpu-env
 python3 -m venv --system-site-packages "$env"  # the box's torch, numpy, pandas, ...
+# python3 may itself be a virtualenv, whose packages --system-site-packages does not see: put
+# its site-packages behind this environment's own.
+python3 -c 'import site; print(site.getsitepackages()[0])' \
+    > "$("$env/bin/python" -c 'import site; print(site.getsitepackages()[0])')/box.pth"
 "$env/bin/python" -m pip --disable-pip-version-check install --quiet --no-index --no-deps \
     "$wheels"/*.whl || exit 1
 export PYTHONPATH=$PWD TRADER_TOTO2_REFERENCE_PYTHON=$env/bin/python
@@ -29,5 +33,5 @@ step() {  # NAME SECONDS ARGS...
         || { echo "step $name failed or ran out of time: $out/toto2_gpu_$name.log"; tail -5 "$out/toto2_gpu_$name.log"; }
 }
 step conformance 90 --conformance --sizes none
-step bench 100 --sizes 4m,22m --repeats 5 --warmup 2
+step bench 200 --sizes 4m,22m --repeats 5 --warmup 2
 step 313m 60 --sizes 313m --repeats 3 --warmup 1
