@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import settings
 
 # Shared CI machines are noisy: hypothesis must judge behaviour, not speed.
@@ -30,3 +33,15 @@ def missing_binary(name: str) -> None:
     if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
         pytest.fail(f"CI must install {name}: see .ci/run")
     pytest.skip(f"{name} is not installed here")
+
+
+@pytest.fixture(autouse=True)
+def _log_configuration_as_found() -> Iterator[None]:
+    """`configure_logging` sets process-wide state (structlog's configuration, the root
+    logger's level): a test that calls it must not silence what the next test in the same
+    worker captures (a WARNING level left behind drops every info line before
+    `capture_logs` sees it)."""
+    saved, level = structlog.get_config(), logging.getLogger().level
+    yield
+    structlog.configure(**saved)
+    logging.getLogger().setLevel(level)
