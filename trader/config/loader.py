@@ -3,8 +3,9 @@
     defaults < TOML file < secrets directory < .env < environment
 
 The secrets directory, .env and the environment use the same names (`TRADER_MARKET__ADD_LATEST`,
-case-insensitive); the seed system's `ADD_LATEST` and `TOTO_DISABLE_COMPILE` work in .env and
-the environment. An unknown key or name is an error that names it and where it was found.
+case-insensitive); the seed system's `ADD_LATEST`, `TOTO_DISABLE_COMPILE` and Alpaca names
+(`ALP_KEY_ID`, `ALP_SECRET_KEY`, `ALP_KEY_ID_PROD`, `ALP_SECRET_KEY_PROD`, `PAPER`) work in .env
+and the environment. An unknown key or name is an error that names it and where it was found.
 Errors never echo the offending value: it may be a secret.
 """
 
@@ -139,6 +140,12 @@ ALIASES: Mapping[str, Alias] = {
     "TOTO_DISABLE_COMPILE": Alias(
         ("forecast", "toto", "runtime"), lambda text: "eager" if _flag(text) else "compile"
     ),
+    # Alpaca's keys and environment, as the seed system named them.
+    "ALP_KEY_ID": Alias(("exchange", "alpaca", "key_id"), str),
+    "ALP_SECRET_KEY": Alias(("exchange", "alpaca", "secret_key"), str),
+    "ALP_KEY_ID_PROD": Alias(("exchange", "alpaca", "live_key_id"), str),
+    "ALP_SECRET_KEY_PROD": Alias(("exchange", "alpaca", "live_secret_key"), str),
+    "PAPER": Alias(("exchange", "alpaca", "paper"), _flag),
 }
 
 

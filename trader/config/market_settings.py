@@ -8,11 +8,17 @@ from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from trader.config.alpaca_settings import AlpacaSettings
 from trader.config.section import PositiveSeconds, Section
 from trader.domain import Timeframe, check_symbol
 
 
 class ExchangeSettings(Section):
+    venue: Literal["ccxt", "alpaca"] = Field(
+        "ccxt",
+        description="how the daemon reaches its exchange: ccxt (exchange.id), or Alpaca "
+        "through its own SDK (US stocks and crypto; exchange.alpaca)",
+    )
     id: str = Field("binance", description="ccxt exchange id for market data and live orders")
     api_key: SecretStr | None = Field(None, description="API key (live trading only)")
     api_secret: SecretStr | None = Field(None, description="API secret (live trading only)")
@@ -28,6 +34,12 @@ class ExchangeSettings(Section):
     api_base_url: str | None = Field(
         None, description="send REST calls here instead (the local exchange emulator)"
     )
+    alpaca: AlpacaSettings = AlpacaSettings()
+
+    @property
+    def name(self) -> str:
+        """The venue's name in locks, logs and file paths: the ccxt id, or "alpaca"."""
+        return "alpaca" if self.venue == "alpaca" else self.id
 
 
 class MarketSettings(Section):

@@ -133,13 +133,14 @@ class AlpacaData:
                 for b in bars
                 if (start is None or b.start >= start) and (end is None or b.start <= end)
             ]
-            if not start and not token:
-                chosen = chosen[-left:]  # no start: the latest
+            newest_first = query.get("sort") == "desc"
+            if newest_first or (not start and not token):
+                chosen = chosen[-left:]  # newest first, or no start: the latest
             if len(chosen) > left:
                 chosen = chosen[:left]
                 next_token = f"{name}|{rfc3339(chosen[-1].start)}"
             if chosen:
-                out[name] = [bar_json(b) for b in chosen]
+                out[name] = [bar_json(b) for b in (chosen[::-1] if newest_first else chosen)]
             left -= len(chosen)
             if left <= 0:
                 break

@@ -33,6 +33,11 @@ class UnknownSymbols(Exception):
         self.unknown = list(unknown)
 
 
+class SymbolsRefused(Exception):
+    """Symbols the source lists but the settings cannot trade as they are; the message says
+    what to change."""
+
+
 class MarketData(Protocol):
     """A source of bars and quotes. Rows come back as the source sent them (the forming bar
     included); `trader.market.hygiene` turns them into domain values or skip reasons."""

@@ -1,0 +1,129 @@
+"""Alpaca's market data behind the `MarketData` protocol, and the SDK clients it and the live
+broker share: one `AlpacaExchange` per daemon, pointed at `exchange.api_base_url` (the local
+emulator) through the SDK's documented `url_override` when it is set.
+
+At start-up every symbol is checked against Alpaca's asset list, and every stock's trading
+calendar against Alpaca's calendar: a stock must be given its exchange's calendar
+(`market.calendars`, e.g. XNYS), whose sessions must be Alpaca's, so that its ticks follow the
+session while crypto trades around the clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import requests
+
+from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
+from alpaca.trading.client import TradingClient
+from trader.clock import Clock
+from trader.config.market_settings import ExchangeSettings
+from trader.domain import from_epoch_ms, to_epoch_ms
+from trader.market.alpaca.exchange import NEW_YORK, AlpacaExchange
+from trader.market.calendars.registry import CONTINUOUS, build_calendar, canonical_name
+from trader.market.ccxt_feed import CcxtMarketData
+from trader.market.feed import SymbolsRefused
+from trader.market.retry import RetryPolicy
+
+SESSIONS_CHECKED = timedelta(days=14)  # how far ahead a stock's sessions are compared
+
+
+class _TimedSession(requests.Session):
+    """The SDK's HTTP session, with a timeout on every request (the SDK sets none)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__()
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", self.timeout_s)
+        return super().request(method, url, *args, **kwargs)
+
+
+def alpaca_exchange(settings: ExchangeSettings) -> AlpacaExchange:
+    """The SDK's clients for the environment `exchange.alpaca.paper` picks, with its keys.
+    Raises ValueError when those keys are not set."""
+    alpaca = settings.alpaca
+    key, secret = alpaca.keys()
+    if key is None or secret is None:
+        names = " and ".join(alpaca.key_names())
+        raise ValueError(
+            f"Alpaca needs {names} (ALP_KEY_ID / ALP_SECRET_KEY for the paper account, "
+            "ALP_KEY_ID_PROD / ALP_SECRET_KEY_PROD for the live one)"
+        )
+    ids = (key.get_secret_value(), secret.get_secret_value())
+    base = settings.api_base_url
+    trading = TradingClient(*ids, paper=alpaca.paper, raw_data=True, url_override=base)
+    stocks = StockHistoricalDataClient(*ids, raw_data=True, url_override=base)
+    crypto = CryptoHistoricalDataClient(*ids, raw_data=True, url_override=base)
+    for client in (trading, stocks, crypto):
+        # Our retrier decides about retries (and honours Retry-After); the SDK's would sleep
+        # a fixed 3 s on a 429 before we even hear of it.
+        client._retry = 0
+        client._session = _TimedSession(settings.timeout_s)
+    return AlpacaExchange(
+        trading, stocks, crypto, feed=alpaca.feed, extended_hours=alpaca.extended_hours
+    )
+
+
+class AlpacaMarketData(CcxtMarketData):
+    """Bars and latest quotes from Alpaca (stocks: the IEX or SIP feed; crypto: Alpaca's)."""
+
+    def __init__(
+        self,
+        exchange: AlpacaExchange,
+        clock: Clock,
+        calendars: Mapping[str, str],
+        *,
+        retry: RetryPolicy | None = None,
+        on_error: Callable[[str], None] = lambda kind: None,
+    ) -> None:
+        super().__init__(exchange, clock, retry=retry, on_error=on_error)
+        self.name = "alpaca"
+        self.alpaca = exchange
+        self._calendars = dict(calendars)  # symbol -> calendar name
+
+    async def start(self, symbols: Sequence[str]) -> None:
+        await super().start(symbols)
+        await self._check_sessions(symbols)
+
+    async def _check_sessions(self, symbols: Sequence[str]) -> None:
+        """Stocks need their exchange's calendar, and its sessions must be Alpaca's."""
+        stocks = [s for s in symbols if self.alpaca.market(s)["info"].get("class") != "crypto"]
+        continuous = [s for s in stocks if canonical_name(self._calendars.get(s, "")
+                                                          or CONTINUOUS) == CONTINUOUS]  # fmt: skip
+        if continuous:
+            raise SymbolsRefused(
+                f"{', '.join(continuous)}: US stock(s) at Alpaca need their exchange's trading "
+                f'calendar, e.g. market.calendars = {{"{continuous[0]}" = "XNYS"}}'
+            )
+        if not stocks:
+            return
+        first = self._clock.now().astimezone(NEW_YORK).date()
+        last = first + SESSIONS_CHECKED
+        theirs = await self._call(
+            "calendar", lambda: self.alpaca.calendar(first.isoformat(), last.isoformat())
+        )
+        alpaca_days = {(str(d["date"]), str(d["open"]), str(d["close"])) for d in theirs}
+        for name in sorted({self._calendars[s] for s in stocks}):
+            span = (to_epoch_ms(self._clock.now() - timedelta(days=1)),
+                    to_epoch_ms(self._clock.now() + SESSIONS_CHECKED * 2))  # fmt: skip
+            ours = set()
+            for opened, closed in build_calendar(name, *span).intervals_ms.tolist():
+                day, open_at = _local(opened)
+                if first.isoformat() <= day <= last.isoformat():
+                    ours.add((day, open_at, _local(closed)[1]))
+            if ours != alpaca_days:
+                differ = sorted(ours ^ alpaca_days)[0]
+                raise SymbolsRefused(
+                    f"calendar {name} and Alpaca's calendar disagree about {differ[0]} "
+                    f"(ours and Alpaca's sessions: {sorted(ours)[:1]} / "
+                    f"{sorted(alpaca_days)[:1]}): update exchange_calendars, or name the "
+                    "calendar of the exchange Alpaca trades the stock on"
+                )
+
+
+def _local(ms: int) -> tuple[str, str]:
+    local = from_epoch_ms(ms).astimezone(NEW_YORK)
+    return local.date().isoformat(), local.strftime("%H:%M")
