@@ -11,7 +11,7 @@ from decimal import Decimal
 from pydantic import SecretStr
 
 from tests.integration.emulated import FAST_RETRY, venue
-from tests.integration.live_setup import SYMBOLS, Live, Prices
+from tests.integration.live_setup import KEY, SECRET, SYMBOLS, Live, Prices
 from trader.broker.live.broker import LiveBroker
 from trader.config.alpaca_settings import AlpacaSettings
 from trader.config.market_settings import ExchangeSettings
@@ -22,7 +22,7 @@ from trader.emulator.venue import Venue as TradingVenue
 from trader.market.alpaca.feed import AlpacaMarketData, alpaca_exchange
 from trader.market.retry import RetryPolicy
 
-KEY, SECRET = "PKTESTALPACA0123", "alpaca-test-secret-abcdefghijklmnopqrstuvwxyz"
+__all__ = ["KEY", "SECRET", "alpaca_live", "alpaca_settings"]
 
 
 def alpaca_settings(base_url: str, timeout_s: float = 0.5) -> ExchangeSettings:
