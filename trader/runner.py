@@ -273,22 +273,35 @@ def live_calendars(settings: Settings, now: datetime) -> SymbolCalendars:
     return SymbolCalendars.named(names, now, timeframe, market.context_bars * 2)
 
 
+def live_feed(settings: Settings, clock: Clock, on_error: Callable[[str], None]) -> MarketData:
+    """The configured exchange's market data: through ccxt, or Alpaca's SDK. Raises
+    ValueError for an exchange ccxt does not know, or Alpaca without its keys."""
+    exchange = settings.exchange
+    retry = RetryPolicy(attempts=exchange.retry_attempts, max_delay_s=exchange.retry_max_delay_s)
+    if exchange.venue == "alpaca":
+        from trader.market.alpaca.feed import AlpacaMarketData, alpaca_exchange  # noqa: PLC0415
+        from trader.market.alpaca.wire import alpaca_timeframe  # noqa: PLC0415
+
+        alpaca_timeframe(Timeframe(settings.market.timeframe))  # ValueError: no such bars
+        market = settings.market
+        names = {s: market.calendars.get(s, market.calendar) for s in market.symbols}
+        names = {s: CONTINUOUS if n == "auto" else n for s, n in names.items()}
+        return AlpacaMarketData(
+            alpaca_exchange(exchange), clock, names, retry=retry, on_error=on_error
+        )
+    from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415 - slow
+
+    return CcxtMarketData(create_exchange(exchange), clock, retry=retry, on_error=on_error)
+
+
 def live_venue(
     settings: Settings, resume_after: datetime | None, on_error: Callable[[str], None]
 ) -> Venue:
-    """The configured exchange through ccxt, on the wall clock. Raises ValueError for an
-    exchange ccxt does not know. Nothing is sent before the daemon starts the market."""
-    from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415 - slow
-
+    """The configured exchange, on the wall clock (see `live_feed`). Nothing is sent before
+    the daemon starts the market."""
     clock = WallClock()
     calendars = live_calendars(settings, clock.now())
-    exchange = settings.exchange
-    feed = CcxtMarketData(
-        create_exchange(exchange),
-        clock,
-        retry=RetryPolicy(attempts=exchange.retry_attempts, max_delay_s=exchange.retry_max_delay_s),
-        on_error=on_error,
-    )
+    feed = live_feed(settings, clock, on_error)
     times = BarCloseTicks(
         Timeframe(settings.market.timeframe),
         timedelta(seconds=settings.schedule.settle_delay_s),

@@ -27,9 +27,7 @@ __all__ = ["KEY", "SECRET", "alpaca_live", "alpaca_settings"]
 
 def alpaca_settings(base_url: str, timeout_s: float = 0.5) -> ExchangeSettings:
     keys = AlpacaSettings(key_id=SecretStr(KEY), secret_key=SecretStr(SECRET))
-    return ExchangeSettings(
-        venue="alpaca", api_base_url=base_url, timeout_s=timeout_s, alpaca=keys
-    )
+    return ExchangeSettings(venue="alpaca", api_base_url=base_url, timeout_s=timeout_s, alpaca=keys)
 
 
 @asynccontextmanager
@@ -47,9 +45,7 @@ async def alpaca_live(
     # USDT-quoted pairs spend a USDT position; USD is the account's cash.
     trading.open_account(KEY, {"USD": Decimal(0), "USDT": cash, "SOL": Decimal(0),
                                "BTC": Decimal(0)})  # fmt: skip
-    server = EmulatorServer(
-        market.market, venue=trading, secrets={KEY: SECRET}, dialect="alpaca"
-    )
+    server = EmulatorServer(market.market, venue=trading, secrets={KEY: SECRET}, dialect="alpaca")
     await server.start()
     exchange = alpaca_exchange(alpaca_settings(server.base_url, timeout_s))
     feed = AlpacaMarketData(exchange, market.clock, {}, retry=FAST_RETRY)

@@ -35,6 +35,9 @@ class StartRefused(Exception):
 def config_refusal(settings: Settings, origins: Mapping[str, object]) -> str | None:
     """Why the settings forbid live trading, or None. Three explicit opt-ins: the mode, the
     confirmation, and keys that come from the secrets directory or the environment."""
+    alpaca = alpaca_refusal(settings, origins)
+    if alpaca is not None or settings.exchange.venue == "alpaca":
+        return alpaca
     if settings.broker.mode != "live":
         return None
     if not settings.broker.live_confirmation:
@@ -58,9 +61,43 @@ def config_refusal(settings: Settings, origins: Mapping[str, object]) -> str | N
     return None
 
 
+def alpaca_refusal(settings: Settings, origins: Mapping[str, object]) -> str | None:
+    """Alpaca's opt-ins: its live environment (`exchange.alpaca.paper = false`, the seed's
+    PAPER=0) only with broker.mode = live and the confirmation, never by itself; orders on
+    its paper account with broker.mode = live and the confirmation too (they leave this
+    process); and keys of the chosen environment from the secrets directory or the
+    environment, never a config file."""
+    exchange, broker = settings.exchange, settings.broker
+    if exchange.venue != "alpaca":
+        return None
+    alpaca = exchange.alpaca
+    if not alpaca.paper and not (broker.mode == "live" and broker.live_confirmation):
+        return (
+            "exchange.alpaca.paper = false (PAPER=0) picks Alpaca's live environment, which "
+            "trades real money: that needs broker.mode = live and broker.live_confirmation = "
+            "true as well; PAPER=0 alone never enables live trading (PAPER=1: the paper account)"
+        )
+    if broker.mode != "live":
+        return None
+    if not broker.live_confirmation:
+        return (
+            "broker.mode = live sends orders to Alpaca and needs broker.live_confirmation = "
+            "true as well (on the paper account too: the orders leave this process)"
+        )
+    for key in alpaca.key_names():
+        origin = str(origins.get(key, ""))
+        if origin.startswith("file"):
+            return (
+                f"{key} comes from the config file ({origin}): keep keys out of config files, "
+                "put them in the secrets directory or the environment"
+            )
+    return None
+
+
 def account_name(settings: Settings) -> str:
     """A short, stable name of the account behind the API key (a hash, not the key)."""
-    key = settings.exchange.api_key
+    exchange = settings.exchange
+    key = exchange.alpaca.keys()[0] if exchange.venue == "alpaca" else exchange.api_key
     text = key.get_secret_value() if key is not None else ""
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -108,7 +145,7 @@ class InstanceLocks:
 
 def lock_path(settings: Settings, symbol: str) -> Path:
     safe = symbol.replace("/", "_").replace(":", "_")
-    name = f"{settings.exchange.id}-{account_name(settings)}-{safe}.lock"
+    name = f"{settings.exchange.name}-{account_name(settings)}-{safe}.lock"
     return settings.broker.lock_dir / name
 
 
@@ -142,7 +179,7 @@ def take_live_locks(settings: Settings, symbols: Iterable[str], now: datetime) -
     try:
         locks.take(ledger_lock_path(settings.ledger.path), f"ledger {settings.ledger.path}", holder)
         for symbol in symbols:
-            what = f"{symbol} on {settings.exchange.id} (account {account_name(settings)})"
+            what = f"{symbol} on {settings.exchange.name} (account {account_name(settings)})"
             locks.take(lock_path(settings, symbol), what, holder)
     except BaseException:
         locks.release()
