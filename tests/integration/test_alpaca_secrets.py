@@ -54,7 +54,7 @@ async def test_keys_alpaca_refuses_stay_secret_in_logs_and_metrics(cli, tmp_path
     start = Timeframe("1m").floor(datetime.now(UTC)) - timedelta(minutes=200)
     market = EmulatedMarket(lambda: datetime.now(UTC))
     bars = walk("BTC/USD", start, 400, 60_000.0, 3)
-    market.add_listing(Instrument("BTC/USD"), [b for b in bars])
+    market.add_listing(Instrument("BTC/USD"), bars)
     venue = Venue(market, unique_client_ids=True)
     venue.open_account(PAPER_KEY, {"USD": Decimal(1000)})
     # The emulator knows the key with another secret: every call is refused (401).

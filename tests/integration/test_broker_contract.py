@@ -1,7 +1,8 @@
 """One contract, three brokers: every test runs against the paper broker, the live broker on
 the real ccxt client against the emulator's signed Binance endpoints, and the live broker on
-Alpaca's official SDK against the Alpaca emulator, on the same recorded price path. Prices may differ (each venue has its own fill model); what an order
-goes through, and what the ledger is told, may not."""
+Alpaca's official SDK against the Alpaca emulator, on the same recorded price path. Prices
+may differ (each venue has its own fill model); what an order goes through, and what the
+ledger is told, may not."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def alpaca_refusal(settings: Settings, origins: Mapping[str, object]) -> str | N
 def account_name(settings: Settings) -> str:
     """A short, stable name of the account behind the API key (a hash, not the key)."""
     exchange = settings.exchange
-    key = exchange.alpaca.keys()[0] if exchange.venue == "alpaca" else exchange.api_key
+    key = exchange.alpaca.credentials()[0] if exchange.venue == "alpaca" else exchange.api_key
     text = key.get_secret_value() if key is not None else ""
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 

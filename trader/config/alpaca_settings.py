@@ -43,7 +43,7 @@ class AlpacaSettings(Section):
         "day orders); any other stock gets no order while its market is closed",
     )
 
-    def keys(self) -> tuple[SecretStr | None, SecretStr | None]:
+    def credentials(self) -> tuple[SecretStr | None, SecretStr | None]:
         """The key id and secret of the environment `paper` picks."""
         if self.paper:
             return self.key_id, self.secret_key

@@ -24,15 +24,13 @@ from typing import Any
 from aiohttp import web
 
 from trader.emulator.alpaca_data import AlpacaData, when
+from trader.emulator.alpaca_history import AlpacaHistory, Refused
 from trader.emulator.alpaca_wire import (
     alpaca_symbol,
     asset_json,
     error,
-    fee_json,
-    fill_json,
     order_json,
     order_number,
-    rfc3339,
     text,
 )
 from trader.emulator.faults import FaultPlan
@@ -44,12 +42,6 @@ from trader.emulator.venue import DUPLICATE, INSUFFICIENT, Account, Venue, Venue
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PDT_EQUITY = Decimal(25_000)
 _INTERNAL = json.dumps(error(50010000, "internal server error occurred"))
-
-
-class Refused(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
 
 
 def _venue_refusal(failed: VenueError, side: str) -> Refused:
@@ -89,11 +81,8 @@ class AlpacaApi:
         get("/v2/orders/{order_id}", self.order)
         app.router.add_delete("/v2/orders/{order_id}", self.cancel)
         get("/v2/positions", self.positions)
-        get("/v2/clock", self.clock)
-        get("/v2/calendar", self.calendar)
-        get("/v2/account/activities/{kind}", self.activities)
-        get("/__emulator__/account", self.accounts_state)
         AlpacaData(self.venue.market, self.sessions).routes(app)
+        AlpacaHistory(self.venue, self.sessions, self._account).routes(app)
         self.control.routes(app)
         return app
 
@@ -328,82 +317,6 @@ class AlpacaApi:
             raise Refused(422, 42210000, "order is not cancelable")
         self.venue.cancel(account, order.symbol, order)
         return web.Response(status=204)
-
-    # --- market hours and history -----------------------------------------------------------
-
-    async def clock(self, request: web.Request) -> web.Response:
-        now = self.venue.clock()
-        sessions = self.sessions
-        local = now.astimezone(NEW_YORK)
-        if sessions is None:
-            return web.json_response({"timestamp": local.isoformat(), "is_open": False,
-                                      "next_open": None, "next_close": None})  # fmt: skip
-        upcoming = [sessions.next_open(now), sessions.next_close(now)]
-        nxt = [t.astimezone(NEW_YORK).isoformat() if t else None for t in upcoming]
-        return web.json_response(
-            {"timestamp": local.isoformat(), "is_open": sessions.is_open(now),
-             "next_open": nxt[0], "next_close": nxt[1]}
-        )  # fmt: skip
-
-    async def calendar(self, request: web.Request) -> web.Response:
-        if self.sessions is None:
-            return web.json_response([])
-        today = self.venue.clock().astimezone(NEW_YORK).date()
-        start = request.query.get("start")
-        end = request.query.get("end")
-        first = datetime.fromisoformat(start).date() if start else today
-        last = datetime.fromisoformat(end).date() if end else today
-        return web.json_response([
-            {"date": d.isoformat(), "open": o.strftime("%H:%M"), "close": c.strftime("%H:%M"),
-             "session_open": "0400", "session_close": "2000", "settlement_date": d.isoformat()}
-            for d, o, c in self.sessions.days(first, last)
-        ])  # fmt: skip
-
-    async def activities(self, request: web.Request) -> web.Response:
-        account = self._account(request)
-        kind = request.match_info["kind"]
-        if kind not in {"FILL", "CFEE"}:
-            raise Refused(422, 40010001, f"invalid activity type: {kind}")
-        records = []
-        for trade in account.trades:
-            order = account.orders[trade.order_id]
-            instrument = self.venue.instrument(trade.symbol)
-            if kind == "FILL":
-                records.append(fill_json(trade, order, instrument))
-            elif trade.commission and instrument.asset_class == "crypto":
-                records.append(fee_json(trade, order, instrument))
-        query = request.query
-        if query.get("after"):
-            records = [r for r in records if when(r["transaction_time"]) > when(query["after"])]
-        if query.get("until"):
-            records = [r for r in records if when(r["transaction_time"]) <= when(query["until"])]
-        descending = query.get("direction", "desc") == "desc"
-        records.sort(key=lambda r: str(r["id"]), reverse=descending)
-        token = query.get("page_token")
-        if token:
-            records = [r for r in records if (r["id"] < token if descending else r["id"] > token)]
-        size = min(int(query.get("page_size") or 100), 100)
-        return web.json_response(records[:size])
-
-    async def accounts_state(self, request: web.Request) -> web.Response:
-        """Every account's balances, orders and trades (the emulator's control side)."""
-        state = {}
-        for key, account in self.venue.accounts.items():
-            self.venue.sync(account)
-            state[key] = {
-                "balances": {
-                    asset: {"free": text(b.free), "locked": text(b.locked), "total": text(b.total)}
-                    for asset, b in sorted(account.balances.items())
-                },
-                "orders": [self._order_json(o) for o in account.orders.values()],
-                "trades": [
-                    fill_json(t, account.orders[t.order_id], self.venue.instrument(t.symbol))
-                    | {"commission": text(t.commission), "commission_asset": t.commission_asset}
-                    for t in account.trades
-                ],
-                "now": rfc3339(self.venue.clock()),
-            }
-        return web.json_response(state)
 
 
 def _decimal(body: dict[str, Any], name: str) -> Decimal:

@@ -30,9 +30,9 @@ def test_the_seed_names_set_both_environments_keys_and_paper_picks_which():
     loaded = load(SEED | {"PAPER": "1"})
     alpaca = loaded.settings.exchange.alpaca
     assert alpaca.paper is True
-    assert [k.get_secret_value() for k in alpaca.keys() if k] == [PAPER_KEY, PAPER_SECRET]
+    assert [k.get_secret_value() for k in alpaca.credentials() if k] == [PAPER_KEY, PAPER_SECRET]
     live = load(SEED | {"PAPER": "0"}).settings.exchange.alpaca
-    assert [k.get_secret_value() for k in live.keys() if k] == [LIVE_KEY, LIVE_SECRET]
+    assert [k.get_secret_value() for k in live.credentials() if k] == [LIVE_KEY, LIVE_SECRET]
     assert str(loaded.origins["exchange.alpaca.key_id"]) == "environment (ALP_KEY_ID)"
     assert set(loaded.secret_values()) >= {PAPER_KEY, PAPER_SECRET, LIVE_KEY, LIVE_SECRET}
 

@@ -45,7 +45,7 @@ def alpaca_exchange(settings: ExchangeSettings) -> AlpacaExchange:
     """The SDK's clients for the environment `exchange.alpaca.paper` picks, with its keys.
     Raises ValueError when those keys are not set."""
     alpaca = settings.alpaca
-    key, secret = alpaca.keys()
+    key, secret = alpaca.credentials()
     if key is None or secret is None:
         names = " and ".join(alpaca.key_names())
         raise ValueError(
