@@ -27,16 +27,27 @@ async def download_history(
     out: Path,
 ) -> int:
     log = get_logger("trader.download")
-    feed = CcxtMarketData(
-        create_exchange(settings),
-        WallClock(),
-        retry=RetryPolicy(settings.retry_attempts, max_delay_s=settings.retry_max_delay_s),
-        on_error=lambda kind: log.warning("exchange error, retrying", kind=kind),
-    )
+    retry = RetryPolicy(settings.retry_attempts, max_delay_s=settings.retry_max_delay_s)
+    warn = lambda kind: log.warning("exchange error, retrying", kind=kind)  # noqa: E731
+    feed: CcxtMarketData
+    if settings.venue == "alpaca":
+        from trader.market.alpaca.feed import AlpacaMarketData, alpaca_exchange  # noqa: PLC0415
+
+        try:
+            exchange = alpaca_exchange(settings)
+        except ValueError as error:
+            sys.stderr.write(f"trader download: {error}\n")
+            return EX_USAGE
+        # Stocks are fetched as Alpaca has them: no calendar is needed to download.
+        alpaca = AlpacaMarketData(exchange, WallClock(), {}, retry=retry, on_error=warn)
+        alpaca.check_sessions = False
+        feed = alpaca
+    else:
+        feed = CcxtMarketData(create_exchange(settings), WallClock(), retry=retry, on_error=warn)
     try:
         await feed.start(symbols)
         for symbol in symbols:
-            report = await download(feed, settings.id, symbol, timeframe, since, until, out)
+            report = await download(feed, settings.name, symbol, timeframe, since, until, out)
             sys.stdout.write(
                 f"{symbol}: {report.bars} bars in {report.path} ({report.added} new, "
                 f"{sum(report.skipped.values())} invalid rows skipped, {report.gaps} gaps)\n"

@@ -83,10 +83,12 @@ class AlpacaMarketData(CcxtMarketData):
         self.name = "alpaca"
         self.alpaca = exchange
         self._calendars = dict(calendars)  # symbol -> calendar name
+        self.check_sessions = True  # False: a download, which needs no trading calendar
 
     async def start(self, symbols: Sequence[str]) -> None:
         await super().start(symbols)
-        await self._check_sessions(symbols)
+        if self.check_sessions:
+            await self._check_sessions(symbols)
 
     async def _check_sessions(self, symbols: Sequence[str]) -> None:
         """Stocks need their exchange's calendar, and its sessions must be Alpaca's."""
