@@ -47,7 +47,7 @@ async def alpaca_live(
                                "BTC": Decimal(0)})  # fmt: skip
     server = EmulatorServer(market.market, venue=trading, secrets={KEY: SECRET}, dialect="alpaca")
     await server.start()
-    exchange = alpaca_exchange(alpaca_settings(server.base_url, timeout_s))
+    exchange = alpaca_exchange(alpaca_settings(server.base_url, timeout_s), market.clock)
     feed = AlpacaMarketData(exchange, market.clock, {}, retry=FAST_RETRY)
     settings = BrokerSettings(**({"recv_window_ms": 1000} | broker))  # type: ignore[arg-type]
     fast = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=pause_s)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import ccxt.async_support as ccxt
+import requests
 from ccxt.base.decimal_to_precision import TICK_SIZE
 
 from alpaca.common.enums import Sort
@@ -42,6 +43,7 @@ from alpaca.trading.requests import (
     LimitOrderRequest,
     MarketOrderRequest,
 )
+from trader.clock import Clock, WallClock
 from trader.domain import Timeframe, from_epoch_ms
 from trader.market.alpaca import rules, wire
 from trader.market.alpaca.errors import as_ccxt, retry_after
@@ -54,7 +56,8 @@ ACTIVITY_PAGE = 100
 class AlpacaExchange:
     id = "alpaca"
     precisionMode = TICK_SIZE  # ccxt's name
-    has: Mapping[str, bool] = {"fetchBidsAsks": True}
+    # fetch_my_trades answers every trade since `since` at once (it pages Alpaca's activities).
+    has: Mapping[str, bool] = {"fetchBidsAsks": True, "fetchMyTradesWhole": True}
     features: Mapping[str, Any] = {"spot": {"fetchOHLCV": {"limit": 10_000}}}
 
     def __init__(
@@ -65,8 +68,14 @@ class AlpacaExchange:
         *,
         feed: str = "iex",
         extended_hours: Sequence[str] = (),
+        clock: Clock | None = None,
+        sessions: Sequence[requests.Session] = (),
     ) -> None:
+        """`clock`: the venue's time (the daemon's), for the spans it asks about; `sessions`:
+        the HTTP sessions the clients use, closed with the exchange."""
         self._trading, self._stocks, self._crypto = trading, stocks, crypto
+        self._sessions = tuple(sessions)
+        self._clock = clock or WallClock()
         self._feed = DataFeed.SIP if feed == "sip" else DataFeed.IEX
         self._extended = frozenset(extended_hours)
         self.markets: dict[str, dict[str, Any]] | None = None
@@ -90,8 +99,8 @@ class AlpacaExchange:
         return result
 
     async def close(self) -> None:
-        for client in (self._trading, self._stocks, self._crypto):
-            client._session.close()  # the SDK keeps its session private
+        for session in self._sessions:
+            session.close()
 
     # --- markets ----------------------------------------------------------------------------
 
@@ -130,7 +139,8 @@ class AlpacaExchange:
         start = from_epoch_ms(since) if since is not None else None
         newest = start is None  # the latest bars: ask newest first from far enough back
         if start is None:
-            start = datetime.now(UTC) - frame.duration * size * (5 if self._is_stock(symbol) else 1)
+            back = frame.duration * size * (5 if self._is_stock(symbol) else 1)
+            start = self._clock.now() - back
         fields: dict[str, Any] = {
             "symbol_or_symbols": [self.market(symbol)["id"]], "start": start, "limit": size,
             "timeframe": wire.alpaca_timeframe(frame), "sort": Sort.DESC if newest else Sort.ASC,
@@ -243,7 +253,8 @@ class AlpacaExchange:
         return out
 
     async def _sides_today(self, symbol: str) -> set[str]:
-        opened = datetime.now(NEW_YORK).replace(hour=0, minute=0, second=0, microsecond=0)
+        today = self._clock.now().astimezone(NEW_YORK)
+        opened = today.replace(hour=0, minute=0, second=0, microsecond=0)
         return {str(f.get("side")) for f in await self._activities("FILL", opened, symbol)}
 
     async def fetch_order(
@@ -294,7 +305,7 @@ class AlpacaExchange:
             after = datetime.fromtimestamp((wire.stamp(placed.get("created_at")) or 0) / 1000, UTC)
             after -= timedelta(seconds=1)
         else:
-            after = from_epoch_ms(since) if since is not None else datetime.now(UTC) - timedelta(
+            after = from_epoch_ms(since) if since is not None else self._clock.now() - timedelta(
                 days=1)  # fmt: skip
         fills = await self._activities("FILL", after, symbol)
         fees = await self._activities("CFEE", after, symbol) if not self._is_stock(symbol) else []

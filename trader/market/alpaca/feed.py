@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from importlib.metadata import version
 from typing import Any
 
 import requests
 
+from alpaca.common.rest import RESTClient
 from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
 from alpaca.trading.client import TradingClient
 from trader.clock import Clock
@@ -41,9 +43,9 @@ class _TimedSession(requests.Session):
         return super().request(method, url, *args, **kwargs)
 
 
-def alpaca_exchange(settings: ExchangeSettings) -> AlpacaExchange:
-    """The SDK's clients for the environment `exchange.alpaca.paper` picks, with its keys.
-    Raises ValueError when those keys are not set."""
+def alpaca_exchange(settings: ExchangeSettings, clock: Clock) -> AlpacaExchange:
+    """The SDK's clients for the environment `exchange.alpaca.paper` picks, with its keys,
+    on the venue's `clock`. Raises ValueError when those keys are not set."""
     alpaca = settings.alpaca
     key, secret = alpaca.credentials()
     if key is None or secret is None:
@@ -57,14 +59,33 @@ def alpaca_exchange(settings: ExchangeSettings) -> AlpacaExchange:
     trading = TradingClient(*ids, paper=alpaca.paper, raw_data=True, url_override=base)
     stocks = StockHistoricalDataClient(*ids, raw_data=True, url_override=base)
     crypto = CryptoHistoricalDataClient(*ids, raw_data=True, url_override=base)
-    for client in (trading, stocks, crypto):
-        # Our retrier decides about retries (and honours Retry-After); the SDK's would sleep
-        # a fixed 3 s on a 429 before we even hear of it.
-        client._retry = 0
-        client._session = _TimedSession(settings.timeout_s)
+    sessions = [_take_over(c, settings.timeout_s) for c in (trading, stocks, crypto)]
     return AlpacaExchange(
-        trading, stocks, crypto, feed=alpaca.feed, extended_hours=alpaca.extended_hours
-    )
+        trading, stocks, crypto, feed=alpaca.feed, extended_hours=alpaca.extended_hours,
+        clock=clock, sessions=sessions,
+    )  # fmt: skip
+
+
+def _take_over(client: RESTClient, timeout_s: float) -> requests.Session:
+    """Our HTTP session (a timeout on every request) and our retries (none of the SDK's: our
+    retrier decides, and honours Retry-After, where the SDK would sleep a fixed 3 s on a 429
+    before we even heard of it). alpaca-py 0.44 has no documented hook for either: its
+    RESTClient takes retry settings but TradingClient and the data clients do not pass them
+    on, and none takes a session or a timeout. So the two attributes behind them are set
+    here, once, after checking they are what this code was written against: a release that
+    changed them stops the daemon at start-up, never runs it without timeouts."""
+    if not (isinstance(getattr(client, "_session", None), requests.Session)
+            and isinstance(getattr(client, "_retry", None), int)):  # fmt: skip
+        raise RuntimeError(
+            f"alpaca-py {version('alpaca-py')}: {type(client).__name__} no longer keeps its "
+            "HTTP session in _session and its retries in _retry; trader was written against "
+            "alpaca-py 0.44: install that version"
+        )
+    session = _TimedSession(timeout_s)
+    client._session.close()
+    client._session = session
+    client._retry = 0
+    return session
 
 
 class AlpacaMarketData(CcxtMarketData):
