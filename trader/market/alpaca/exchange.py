@@ -191,11 +191,14 @@ class AlpacaExchange:
         params: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         cid = str((params or {}).get("newClientOrderId") or "")
-        qty = Decimal(self.amount_to_precision(symbol, amount))
+        qty = Decimal(repr(amount))  # as asked: never quietly less (the rules judge it)
         limit = Decimal(self.price_to_precision(symbol, price)) if price is not None else None
         stock = self._is_stock(symbol)
         facts = await self._facts(symbol, side, qty, limit, stock)
         why = rules.refusal(facts)
+        if why is None and qty != Decimal(self.amount_to_precision(symbol, amount)):
+            step = self.market(symbol)["precision"]["amount"]
+            why = f"{symbol}: {qty} is not a multiple of Alpaca's smallest amount {step}"
         if why is not None:
             raise ccxt.InvalidOrder(f"alpaca: not sent: {why}")
         extended = stock and not facts.market_open
