@@ -143,7 +143,7 @@ async def test_orders_alpaca_would_refuse_never_leave_and_say_why():
             sent = a.sent()
             cases = [
                 (("AAPL/USD", Side.SELL, "1"), "fourth day trade in five sessions"),
-                (("BRKA/USD", Side.BUY, "1.5"), "not on the market's grid of 1 (sends 1)"),
+                (("BRKA/USD", Side.BUY, "1.5"), "not on the market's grid of 1 (would send 1)"),
                 (("AAPL/USD", Side.SELL, "5"), "AAPL/USD is not shortable at Alpaca"),
                 (("BTC/USD", Side.SELL, "0.01"), "Alpaca does not short crypto"),
             ]
