@@ -19,6 +19,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -114,17 +115,19 @@ def test_sigkill_in_live_mode_and_reconciliation_books_what_happened(tmp_path, v
         cids = {row[0] for row in c.execute("SELECT client_order_id FROM orders")}
         verdicts = c.execute("SELECT ok, summary FROM reconciliations").fetchall()
         halted = c.execute("SELECT state, reason FROM trading_state").fetchone()
+    print(  # the run's figures, for whoever reads the log
+        f"kill run ({venue}): {KILLS} kills, {seen[-1]} ticks, {len(client_ids)} venue orders, "
+        f"{len(trades)} trades, {len(verdicts)} reconciliations ({sum(ok for ok, _ in verdicts)}"
+        f" ok), most sends of one client id {max(Counter(client_ids).values())}"
+    )
     # Every venue trade is a fill in the ledger, and nothing else is.
     assert set(fills) == set(trades)
     for fill_id, trade in trades.items():
         assert Decimal(fills[fill_id][1]) == Decimal(trade["qty"])
         assert Decimal(fills[fill_id][2]) == Decimal(trade["price"])
     # No client order id reached the venue twice, and every one is the ledger's.
-    per_id: dict[str, int] = {}
-    for cid in client_ids:
-        per_id[cid] = per_id.get(cid, 0) + 1
-    assert max(per_id.values()) == 1
-    assert set(per_id) <= cids
+    assert max(Counter(client_ids).values()) == 1
+    assert set(client_ids) <= cids
     # Every restart reconciled, and nothing was ever unexplained.
     assert len(verdicts) >= KILLS // 2
     assert all(ok == 1 for ok, _summary in verdicts), [s for ok, s in verdicts if not ok]

@@ -172,10 +172,10 @@ async def open_alpaca_sandbox(settings: SandboxSettings) -> AlpacaSandbox:
 
 
 def _instrument(symbol: str, *, stock: bool) -> Instrument:
-    """A crypto pair as the Binance sandbox lists it, or a fractionable US stock (Alpaca takes
-    fractions of a share to nine places, a dollar at least)."""
+    """A crypto pair, or a fractionable US stock (Alpaca takes fractions of a share to nine
+    places); a dollar at least, for either."""
     if not stock:
-        return Instrument(symbol)
+        return Instrument(symbol, min_notional=Decimal(1))
     return Instrument(
         symbol, step_size=STOCK_STEP, min_qty=STOCK_STEP, min_notional=Decimal(1),
         asset_class="us_equity", fractionable=True,

@@ -16,6 +16,7 @@ from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
 from trader.domain import Timeframe, to_epoch_ms
 
 STOCK_STEP = Decimal("0.000000001")  # Alpaca takes fractional shares to nine places
+MIN_NOTIONAL = 1.0  # dollars
 # Alpaca's order statuses as ccxt's: anything not ended is open.
 _ENDED = {
     "filled": "closed",
@@ -80,7 +81,11 @@ def market(asset: Mapping[str, Any]) -> dict[str, Any]:
         "spot": True,
         "active": asset.get("status") == "active" and bool(asset.get("tradable")),
         "precision": {"amount": float(amount_step), "price": float(price_step)},
-        "limits": {"amount": {"min": float(least) if least else None}, "cost": {"min": None}},
+        # Alpaca takes no order under a dollar (crypto, and fractions of a share).
+        "limits": {
+            "amount": {"min": float(least) if least else None},
+            "cost": {"min": MIN_NOTIONAL if crypto or asset.get("fractionable") else None},
+        },
         "info": dict(asset),
     }
 
