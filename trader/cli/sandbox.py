@@ -44,7 +44,6 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeframe",
-        default="1m",
         help="alpaca: the bars' length at the venue (default 1m, Alpaca's shortest); its "
         "clock runs timeframe / bar-seconds times as fast as the wall clock",
     )
