@@ -1,14 +1,14 @@
 """A daemon on the Alpaca emulator trades a US stock and a crypto pair together, from a Friday
-morning to a Monday noon (2025-03-07 to 03-10: the US clocks went forward that Sunday), run
-exactly as `trader sandbox --venue alpaca` prints it, on the sandbox's accelerated clock (an
-hour bar every half second).
+morning to a Monday noon (2025-03-07 to 03-10: the US clocks went forward that Sunday), with
+the settings `trader sandbox --venue alpaca` prints for it (the test adds its own ledger,
+window and strategy), on the sandbox's accelerated clock: an hour bar every half second.
 
 The stock, GOOG/USD on XNYS, is Google's recorded daily bars (the `backtesting` package's
 GOOG.csv) laid one an hour on New York's sessions; the crypto pair, BTC/USD, is the recorded
-SOL/USDT hours (tests/data/README.md says so). The sandbox starts them at their 605th bar: a
-stretch where the baseline model's forecast changes sign for the stock between Friday and
-Monday and for the pair on Saturday and on Sunday, so `simple` trades them (market orders).
-At the end:
+SOL/USDT hours (tests/data/README.md says so). The sandbox lays 605 bars of each before the
+Friday's start, so that the next ones are a stretch where the baseline model's forecast
+changes sign for the stock between Friday and Monday and for the pair on Saturday and on
+Sunday: `simple` trades them (market orders). At the end:
 
 - no stock order reached the venue while its market was closed (one the daemon decided then
   was refused before it left), and it traded in both sessions (Friday's, and Monday's in
