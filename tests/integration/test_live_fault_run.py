@@ -40,32 +40,52 @@ CASH = Decimal(100_000)
 SYMBOL = "SOL/USDT"
 
 
-def faults_for(kind: str, rng: random.Random, venue: str = "binance") -> Fault:
-    """One fault for the request an operation of `kind` sends first."""
-    if venue == "alpaca":
-        return _alpaca_fault(kind, rng)
-    path, method = {
+# The requests each operation sends first, and the venue's words for a duplicate client id
+# (its status and body) and for "slow down".
+PATHS = {
+    "binance": {
         "buy": ("/api/v3/order", "POST"),
         "sell": ("/api/v3/order", "POST"),
         "limit": ("/api/v3/order", "POST"),
         "cancel": ("/api/v3/order", "DELETE"),
         "amend": ("/api/v3/order", "*"),
         "poll": ("/api/v3/*", "GET"),
-    }[kind]
-    duplicate = '{"code": -2010, "msg": "Duplicate order sent."}'
-    busy = '{"code": -1003, "msg": "Too much request weight used."}'
+    },
+    "alpaca": {
+        "buy": ("/v2/orders", "POST"),
+        "sell": ("/v2/orders", "POST"),
+        "limit": ("/v2/orders", "POST"),
+        "cancel": ("/v2/orders/*", "DELETE"),
+        "amend": ("/v2/orders*", "*"),
+        "poll": ("/v2/*", "GET"),
+    },
+}
+WORDS = {
+    "binance": (400, '{"code": -2010, "msg": "Duplicate order sent."}',
+                '{"code": -1003, "msg": "Too much request weight used."}'),
+    "alpaca": (422, '{"code": 40010001, "message": "client_order_id must be unique"}',
+               '{"code": 42910000, "message": "rate limit exceeded"}'),
+}  # fmt: skip
+
+
+def faults_for(kind: str, rng: random.Random, venue: str = "binance") -> Fault:
+    """One fault for the request an operation of `kind` sends first. Alpaca has no
+    recvWindow (a held request is only taken late) and no 418."""
+    path, method = PATHS[venue][kind]
+    status, duplicate, busy = WORDS[venue]
+    binance = venue == "binance"
     choices = [
         Fault("delay", path, method=method, delay_s=0.5, after=True),  # timeout, order taken
         Fault("delay", path, method=method, delay_s=0.5),  # arrives late, within recvWindow
-        Fault("delay", path, method=method, delay_s=1.3),  # held past it: refused on arrival
+        *[Fault("delay", path, method=method, delay_s=1.3)] * binance,  # refused on arrival
         Fault("drop", path, method=method),
         Fault("drop", path, method=method, after=True),
         Fault("status", path, method=method, status=429, retry_after_s=0, body=busy),
-        Fault("status", path, method=method, status=418, retry_after_s=0, body=busy),
+        *[Fault("status", path, method=method, status=418, retry_after_s=0, body=busy)] * binance,
         Fault("status", path, method=method, status=500),
         Fault("status", path, method=method, status=502, body="<html>502</html>", after=True),
         Fault("status", path, method=method, status=503, body="<html>503</html>"),
-        Fault("status", path, method=method, status=400, body=duplicate, after=True),
+        Fault("status", path, method=method, status=status, body=duplicate, after=True),
         Fault("malformed", path, method=method, body="<html>oops</html>", after=True),
     ]
     return rng.choice(choices)
@@ -179,33 +199,6 @@ class Run:
             kind = "poll"
             await self.books.book(await broker.on_market([], {}, at), at)
         self.operations[kind] = self.operations.get(kind, 0) + 1
-
-
-def _alpaca_fault(kind: str, rng: random.Random) -> Fault:
-    """The same faults in Alpaca's words (no recvWindow: a held request is taken late)."""
-    path, method = {
-        "buy": ("/v2/orders", "POST"),
-        "sell": ("/v2/orders", "POST"),
-        "limit": ("/v2/orders", "POST"),
-        "cancel": ("/v2/orders/*", "DELETE"),
-        "amend": ("/v2/orders*", "*"),
-        "poll": ("/v2/*", "GET"),
-    }[kind]
-    duplicate = '{"code": 40010001, "message": "client_order_id must be unique"}'
-    busy = '{"code": 42910000, "message": "rate limit exceeded"}'
-    choices = [
-        Fault("delay", path, method=method, delay_s=0.5, after=True),  # timeout, order taken
-        Fault("delay", path, method=method, delay_s=0.5),  # arrives after the client gave up
-        Fault("drop", path, method=method),
-        Fault("drop", path, method=method, after=True),
-        Fault("status", path, method=method, status=429, retry_after_s=0, body=busy),
-        Fault("status", path, method=method, status=500),
-        Fault("status", path, method=method, status=502, body="<html>502</html>", after=True),
-        Fault("status", path, method=method, status=503, body="<html>503</html>"),
-        Fault("status", path, method=method, status=422, body=duplicate, after=True),
-        Fault("malformed", path, method=method, body="<html>oops</html>", after=True),
-    ]
-    return rng.choice(choices)
 
 
 def ledger_fill_id(venue: str, trade: VenueTrade) -> str:

@@ -51,14 +51,7 @@ def config_refusal(settings: Settings, origins: Mapping[str, object]) -> str | N
             "secrets directory (TRADER_EXCHANGE__API_KEY, TRADER_EXCHANGE__API_SECRET files) "
             "or the environment"
         )
-    for key in ("exchange.api_key", "exchange.api_secret"):
-        origin = str(origins.get(key, ""))
-        if origin.startswith("file"):
-            return (
-                f"{key} comes from the config file ({origin}): keep keys out of config files, "
-                "put them in the secrets directory or the environment"
-            )
-    return None
+    return _keys_in_a_file(("exchange.api_key", "exchange.api_secret"), origins)
 
 
 def alpaca_refusal(settings: Settings, origins: Mapping[str, object]) -> str | None:
@@ -84,7 +77,11 @@ def alpaca_refusal(settings: Settings, origins: Mapping[str, object]) -> str | N
             "broker.mode = live sends orders to Alpaca and needs broker.live_confirmation = "
             "true as well (on the paper account too: the orders leave this process)"
         )
-    for key in alpaca.key_names():
+    return _keys_in_a_file(alpaca.key_names(), origins)
+
+
+def _keys_in_a_file(keys: Iterable[str], origins: Mapping[str, object]) -> str | None:
+    for key in keys:
         origin = str(origins.get(key, ""))
         if origin.startswith("file"):
             return (

@@ -15,7 +15,7 @@ endpoints (`trader.emulator.plumbing`); the market data routes are `alpaca_data`
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -35,13 +35,19 @@ from trader.emulator.alpaca_wire import (
 )
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import Instrument
-from trader.emulator.plumbing import Control, apply_fault
+from trader.emulator.plumbing import Control, Handler
 from trader.emulator.sessions import NEW_YORK, Sessions
 from trader.emulator.venue import DUPLICATE, INSUFFICIENT, Account, Venue, VenueError, VenueOrder
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PDT_EQUITY = Decimal(25_000)
 _INTERNAL = json.dumps(error(50010000, "internal server error occurred"))
+
+
+def _refusal(failed: Exception) -> web.Response | None:
+    """Alpaca's answer to a refusal."""
+    if not isinstance(failed, Refused):
+        return None
+    return web.json_response(error(failed.code, failed.message), status=failed.status)
 
 
 def _venue_refusal(failed: VenueError, side: str) -> Refused:
@@ -90,30 +96,14 @@ class AlpacaApi:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/__emulator__/"):
+        if not await self.control.admit(request):
             return await handler(request)
-        self.requests.append(request.path_qs)
-        if request.can_read_body:
-            await request.read()  # the whole request arrives before anything happens to it
         key = request.headers.get("APCA-API-KEY-ID", "")
         if key not in self.secrets or self.secrets[key] != request.headers.get(
             "APCA-API-SECRET-KEY"
         ):
             return web.json_response(error(40110000, "request is not authorized"), status=401)
-        fault = self.faults.take(request.path, request.method)
-        if fault is not None and not fault.after:
-            early = await apply_fault(fault, request, _INTERNAL)
-            if early is not None:
-                return early
-        try:
-            response = await handler(request)
-        except Refused as refused:
-            return web.json_response(error(refused.code, refused.message), status=refused.status)
-        if fault is not None and fault.after:
-            late = await apply_fault(fault, request, _INTERNAL)
-            if late is not None:
-                return late
-        return response
+        return await self.control.answer(request, handler, _INTERNAL, _refusal)
 
     def _account(self, request: web.Request) -> Account:
         account = self.venue.accounts.get(request.headers.get("APCA-API-KEY-ID", ""))

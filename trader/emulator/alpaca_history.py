@@ -11,6 +11,7 @@ from aiohttp import web
 
 from trader.emulator.alpaca_data import when
 from trader.emulator.alpaca_wire import fee_json, fill_json, order_json, rfc3339, text
+from trader.emulator.plumbing import accounts_state
 from trader.emulator.sessions import NEW_YORK, Sessions
 from trader.emulator.venue import Account, Venue
 
@@ -92,22 +93,11 @@ class AlpacaHistory:
 
     async def accounts_state(self, request: web.Request) -> web.Response:
         """Every account's balances, orders and trades (the emulator's control side)."""
-        state = {}
-        for key, account in self.venue.accounts.items():
-            self.venue.sync(account)
-            state[key] = {
-                "balances": {
-                    asset: {"free": text(b.free), "locked": text(b.locked), "total": text(b.total)}
-                    for asset, b in sorted(account.balances.items())
-                },
-                "orders": [
-                    order_json(o, self.venue.instrument(o.symbol)) for o in account.orders.values()
-                ],
-                "trades": [
-                    fill_json(t, account.orders[t.order_id], self.venue.instrument(t.symbol))
-                    | {"commission": text(t.commission), "commission_asset": t.commission_asset}
-                    for t in account.trades
-                ],
-                "now": rfc3339(self.venue.clock()),
-            }
-        return web.json_response(state)
+        instrument = self.venue.instrument
+        state = accounts_state(
+            self.venue, text, lambda _, o: order_json(o, instrument(o.symbol)),
+            lambda account, t: fill_json(t, account.orders[t.order_id], instrument(t.symbol))
+            | {"commission": text(t.commission), "commission_asset": t.commission_asset},
+        )  # fmt: skip
+        now = rfc3339(self.venue.clock())
+        return web.json_response({key: account | {"now": now} for key, account in state.items()})

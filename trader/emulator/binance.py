@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -15,13 +15,11 @@ from aiohttp import web
 from trader.domain import Bar, Timeframe, decimal_from_float
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import EmulatedMarket, Instrument
-from trader.emulator.plumbing import Control, apply_fault
+from trader.emulator.plumbing import Control, Handler
 from trader.emulator.signed import SignedApi
 from trader.emulator.venue import VenueError
 from trader.emulator.wire import ms as _ms
 from trader.emulator.wire import num as _num
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 INTERVALS = (
     "1s",
@@ -118,13 +116,8 @@ class BinanceSpotApi:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/__emulator__/"):
+        if not await self.control.admit(request):
             return await handler(request)
-        self.requests.append(request.path_qs)
-        if request.can_read_body:
-            # A venue receives the whole request before anything else happens to it (a client
-            # that gives up while it waits changes nothing).
-            await request.read()
         refused = self.rate_limit.charge(WEIGHTS.get(request.path, 1))
         if refused is not None:
             status, retry_after = refused
@@ -133,19 +126,7 @@ class BinanceSpotApi:
                 status=status,
                 headers={"Retry-After": str(retry_after)},
             )
-        fault = self.faults.take(request.path, request.method)
-        if fault is not None and not fault.after:
-            early = await apply_fault(fault, request, _INTERNAL_ERROR_BODY)
-            if early is not None:
-                return early
-        try:
-            response = await handler(request)
-        except VenueError as error:
-            return web.json_response({"code": error.code, "msg": error.msg}, status=error.status)
-        if fault is not None and fault.after:
-            late = await apply_fault(fault, request, _INTERNAL_ERROR_BODY)
-            if late is not None:
-                return late
+        response = await self.control.answer(request, handler, _INTERNAL_ERROR_BODY, _refusal)
         used = {"X-MBX-USED-WEIGHT-1M": str(self.rate_limit.used)}
         response.headers.update(used)
         return response
@@ -316,6 +297,13 @@ class BinanceSpotApi:
             "lastId": 2,
             "count": 2,
         }
+
+
+def _refusal(failed: Exception) -> web.Response | None:
+    """Binance's answer to a refusal."""
+    if not isinstance(failed, VenueError):
+        return None
+    return web.json_response({"code": failed.code, "msg": failed.msg}, status=failed.status)
 
 
 def _kline(bar: Bar) -> list[Any]:

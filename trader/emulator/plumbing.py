@@ -5,14 +5,45 @@ pausing the market's clock)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
+from typing import Any
 
 from aiohttp import web
 
 from trader.emulator.faults import Fault, FaultPlan
+from trader.emulator.venue import Account, Venue, VenueOrder, VenueTrade
 from trader.emulator.wire import ms
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def accounts_state(
+    venue: Venue,
+    number: Callable[[Decimal], object],
+    order: Callable[[Account, VenueOrder], dict[str, Any]],
+    trade: Callable[[Account, VenueTrade], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Every account's balances, orders and trades, as the venue writes them (the control
+    side's `/__emulator__/account`), brought up to now first."""
+    state = {}
+    for key, account in venue.accounts.items():
+        venue.sync(account)
+        state[key] = {
+            "balances": {
+                asset: {
+                    "free": number(b.free),
+                    "locked": number(b.locked),
+                    "total": number(b.total),
+                }
+                for asset, b in sorted(account.balances.items())
+            },
+            "orders": [order(account, o) for o in account.orders.values()],
+            "trades": [trade(account, t) for t in account.trades],
+        }
+    return state
 
 
 async def apply_fault(
@@ -55,6 +86,45 @@ class Control:
         app.router.add_delete("/__emulator__/faults", self.clear_faults)
         app.router.add_get("/__emulator__/requests", self.request_log)
         app.router.add_post("/__emulator__/clock", self.set_clock)
+
+    async def admit(self, request: web.Request) -> bool:
+        """Whether `request` is one for the venue rather than a control one; it is then logged
+        and read whole first: a venue receives the whole request before anything else happens
+        to it (a client that gives up while it waits changes nothing)."""
+        if request.path.startswith("/__emulator__/"):
+            return False
+        self.requests.append(request.path_qs)
+        if request.can_read_body:
+            await request.read()
+        return True
+
+    async def answer(
+        self,
+        request: web.Request,
+        handler: Handler,
+        error_body: str,
+        refused: Callable[[Exception], web.Response | None],
+    ) -> web.StreamResponse:
+        """The handler's answer, with the fault planned for this request applied before it
+        took effect or after (`error_body`: see `apply_fault`). `refused` answers an exception
+        the handler raised as the venue's error, or returns None for one it does not know."""
+        fault = self.faults.take(request.path, request.method)
+        if fault is not None and not fault.after:
+            early = await apply_fault(fault, request, error_body)
+            if early is not None:
+                return early
+        try:
+            response = await handler(request)
+        except Exception as error:
+            answered = refused(error)
+            if answered is None:
+                raise
+            return answered
+        if fault is not None and fault.after:
+            late = await apply_fault(fault, request, error_body)
+            if late is not None:
+                return late
+        return response
 
     async def add_faults(self, request: web.Request) -> web.Response:
         body = await request.json()
