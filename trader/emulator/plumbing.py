@@ -1,6 +1,7 @@
-"""What every emulated venue's HTTP side shares: faults applied to a request (before or after
-it took effect), and the control endpoints under `/__emulator__/` (faults, the request log,
-pausing the market's clock)."""
+"""What every emulated venue's HTTP side shares: a request admitted (logged and read whole),
+the fault planned for it applied before or after it took effect, the venue's refusals
+answered; the control endpoints under `/__emulator__/` (faults, the request log, pausing the
+market's clock); and the account dump the control side shows."""
 
 from __future__ import annotations
 
