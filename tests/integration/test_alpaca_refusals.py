@@ -145,7 +145,7 @@ async def test_orders_alpaca_would_refuse_never_leave_and_say_why():
                 (("AAPL/USD", Side.SELL, "1"), "fourth day trade in five sessions"),
                 (("BRKA/USD", Side.BUY, "1.5"), "not on the market's grid of 1 (would send 1)"),
                 (("AAPL/USD", Side.SELL, "5"), "AAPL/USD is not shortable at Alpaca"),
-                (("BTC/USD", Side.SELL, "0.01"), "Alpaca does not short crypto"),
+                (("BTC/USD", Side.SELL, "5"), "Alpaca does not short crypto"),
             ]
             refused = [(await a.submit(*order), why) for order, why in cases]
             # The adapter itself never rounds a fraction of a whole share away: it refuses it.

@@ -45,7 +45,7 @@ pytestmark = pytest.mark.integration
 NEW_YORK = ZoneInfo("America/New_York")
 START = datetime(2025, 3, 7, 9, 0, tzinfo=NEW_YORK)  # a Friday, before the open
 END = datetime(2025, 3, 10, 12, 30, tzinfo=NEW_YORK)  # Monday, after the noon tick
-HOLD_S = 30  # the venue's clock stands at START this long: the daemon starts meanwhile
+HOLD_S = 60  # the venue's clock stands at START this long: the daemon starts meanwhile
 STOCK, PAIR = "GOOG/USD", "BTC/USD"
 GOOG = Path(backtesting.__file__).parent / "test" / "GOOG.csv"
 
@@ -85,7 +85,12 @@ def test_a_stock_and_a_crypto_pair_trade_together_over_a_weekend(cli, tmp_path):
         daemon = cli.start("run", "--log-format", "json", env=env)
         clock_runs = wall_instant(ready, START)
         port = int(daemon.wait_for("serving metrics", timeout=clock_runs - time.time())["port"])
-        daemon.wait_for("ready", timeout=clock_runs - time.time())  # before the clock ran
+        try:
+            daemon.wait_for("ready", timeout=clock_runs - time.time())
+        except AssertionError as late:
+            raise AssertionError(
+                f"not ready within the sandbox's {HOLD_S} s hold: {late}"
+            ) from None
         time.sleep(max(0.0, wall_instant(ready, END) - time.time()))
         emulator(ready, "/__emulator__/clock", {"paused": True})
         time.sleep(2)  # a tick or two on the standing market: the daemon books the last fills
