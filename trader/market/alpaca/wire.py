@@ -124,17 +124,16 @@ def trades(
     symbol: str,
     placed: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """ccxt trades from FILL activities, each with the CFEE fee of the same order and time
-    (Alpaca takes a crypto fee from the asset the fill credits; stocks trade free). An id
-    is the activity's with its dashes taken out: ids then sort as the fills were made.
-    `placed`: the order they belong to, when known (for taker or maker)."""
-    by_fill: dict[tuple[str, str], Mapping[str, Any]] = {
-        (str(f.get("order_id")), str(f.get("transaction_time"))): f for f in fees
-    }
+    """ccxt trades from FILL activities, each with the CFEE fee of the same order, time and
+    price (Alpaca takes a crypto fee from the asset the fill credits; stocks trade free): a
+    market order that takes several levels of the book at once fills at one time, at several
+    prices. An id is the activity's with its dashes taken out: ids then sort as the fills
+    were made. `placed`: the order they belong to, when known (for taker or maker)."""
+    by_fill = {_fill_key(f): f for f in fees}
     base, quote = symbol.split("/")
     out = []
     for fill in fills:
-        fee = by_fill.get((str(fill.get("order_id")), str(fill.get("transaction_time"))))
+        fee = by_fill.get(_fill_key(fill))
         cost: str | None = None
         currency = quote
         if fee is not None:
@@ -154,6 +153,12 @@ def trades(
             "info": dict(fill),
         })  # fmt: skip
     return out
+
+
+def _fill_key(activity: Mapping[str, Any]) -> tuple[str, str, Decimal]:
+    """What a fill and its fee share: the order, the time and the price."""
+    price = Decimal(str(activity.get("price") or 0)).normalize()
+    return str(activity.get("order_id")), str(activity.get("transaction_time")), price
 
 
 def bar_row(bar: Mapping[str, Any]) -> list[Any]:
