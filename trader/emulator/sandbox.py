@@ -2,10 +2,10 @@
 
 Binance here (`trader.emulator.alpaca_sandbox` serves Alpaca). Recorded bars are replayed on
 the wall clock, each compressed to `bar_seconds` of real time (served as Binance `<n>s`
-klines), and shifted so that `warmup` of them have already closed
-when the sandbox starts (the daemon's first window is full at once). One account, funded with
-test cash, trades on the path through the signed endpoints, with the emulator's matching,
-fees and faults. A daemon pointed at it (`exchange.api_base_url`, the printed test keys,
+klines), and shifted so that `warmup` of them have already closed when the sandbox starts
+(the daemon's first window is full at once). One account, funded with test cash, trades on
+the path through the signed endpoints, with the emulator's matching, fees and faults. A
+daemon pointed at it (`exchange.api_base_url`, the printed test keys,
 `market.timeframe = "<n>s"`) runs in live mode end to end.
 
 `POST /__emulator__/clock {"paused": true}` freezes the market (nothing fills while paused),
