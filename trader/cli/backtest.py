@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 
 from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
-    period_bound,
     reading_options,
     utc_date,
+    utc_end,
 )
 
 STRATEGIES = ("simple", "ci_guard", "maxdiff")
@@ -29,10 +28,10 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--data", nargs="+", type=Path, required=True, metavar="FILE", help="CSV or Parquet bars")
     add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
-    add("--model", choices=["toto", "kronos", "baseline"], help="default: forecast.model")
+    add("--model", choices=["toto", "toto2", "kronos", "baseline"], help="default: forecast.model")
     add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
     add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")
-    add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
+    add("--to", dest="end", type=utc_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
     add(
         "--allow-skips",
@@ -61,7 +60,3 @@ def run(args: argparse.Namespace) -> int:
         allow_skips=args.allow_skips,
     )
     return run_backtest_command(request, loader(args))
-
-
-def _end(text: str) -> datetime:
-    return period_bound(text, end=True)

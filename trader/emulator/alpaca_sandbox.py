@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import shlex
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -32,6 +31,7 @@ from trader.emulator.sandbox_replay import (
     SPAN_MARGIN,
     SandboxClock,
     SandboxSettings,
+    daemon_command,
     recorded_bars,
     restamped,
 )
@@ -91,12 +91,6 @@ class AlpacaSandbox:
             settings["TRADER_MARKET__CALENDARS"] = json.dumps(self.calendars)
         return settings
 
-    def daemon_command(self) -> str:
-        """A shell command that runs the daemon against this sandbox, as printed."""
-        settings = self.daemon_settings()
-        assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in settings.items())
-        return f"{assignments} trader run"
-
     def instructions(self) -> str:
         url = self.server.base_url
         stocks = ", ".join(f"{s} ({c})" for s, c in self.calendars.items()) or "none"
@@ -106,7 +100,7 @@ class AlpacaSandbox:
             f"(now {self.clock.now():%Y-%m-%d %H:%M} UTC there), until "
             f"{self.ends:%Y-%m-%d %H:%M} UTC; stocks: {stocks}",
             "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
-            f"  {self.daemon_command()}",
+            f"  {daemon_command(self.daemon_settings())}",
             f"account and orders: {url}/__emulator__/account; faults: POST "
             f"{url}/__emulator__/faults",
         ])  # fmt: skip

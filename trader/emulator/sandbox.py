@@ -31,11 +31,13 @@ from trader.emulator.market import EmulatedMarket, Instrument
 from trader.emulator.sandbox_replay import (
     SandboxClock,
     SandboxSettings,
+    daemon_command,
     recorded_bars,
     restamped,
 )
 from trader.emulator.server import EmulatorServer
 from trader.emulator.venue import Venue
+from trader.private_files import write_private
 
 __all__ = ["Sandbox", "SandboxSettings", "open_sandbox", "serve_sandbox"]
 
@@ -50,8 +52,27 @@ class Sandbox:
     timeframe: str
     ends: datetime
 
+    def daemon_settings(self) -> dict[str, str]:
+        """The daemon's settings for this sandbox, in live mode: its test keys (a sandbox's
+        own, nothing to protect), a settle delay shorter than a bar, the baseline model (no
+        weights needed), any free metrics port and a ledger of its own in the current folder."""
+        settle = min(5.0, Timeframe(self.timeframe).seconds / 5)
+        return {
+            "TRADER_EXCHANGE__API_KEY": self.api_key,
+            "TRADER_EXCHANGE__API_SECRET": self.api_secret,
+            "TRADER_EXCHANGE__API_BASE_URL": self.server.base_url,
+            "TRADER_MARKET__SYMBOLS": ",".join(self.symbols),
+            "TRADER_MARKET__TIMEFRAME": self.timeframe,
+            "TRADER_SCHEDULE__SETTLE_DELAY_S": f"{settle:g}",
+            "TRADER_FORECAST__MODEL": "baseline",
+            "TRADER_METRICS__PORT": "0",
+            "TRADER_LEDGER__PATH": "var/sandbox.sqlite3",
+            "TRADER_BROKER__MODE": "live",
+            "TRADER_BROKER__LIVE_CONFIRMATION": "true",
+        }
+
     def ready(self) -> dict[str, Any]:
-        """What the ready file holds: the address and the test keys."""
+        """What the ready file holds: the address, the test keys, the daemon's settings."""
         return {
             "venue": "binance",
             "base_url": self.server.base_url,
@@ -59,6 +80,7 @@ class Sandbox:
             "api_secret": self.api_secret,
             "symbols": self.symbols,
             "timeframe": self.timeframe,
+            "env": self.daemon_settings(),
         }
 
     def instructions(self) -> str:
@@ -71,13 +93,8 @@ class Sandbox:
                 "test keys (for this sandbox only):",
                 f"  TRADER_EXCHANGE__API_KEY={self.api_key}",
                 f"  TRADER_EXCHANGE__API_SECRET={self.api_secret}",
-                "run the daemon against it in live mode with, e.g.:",
-                f"  TRADER_EXCHANGE__API_BASE_URL={url}",
-                f"  TRADER_MARKET__SYMBOLS={','.join(self.symbols)}",
-                f"  TRADER_MARKET__TIMEFRAME={self.timeframe}",
-                "  TRADER_BROKER__MODE=live TRADER_BROKER__LIVE_CONFIRMATION=true",
-                "  (put the keys in the secrets directory or the environment, and use a ledger "
-                "of its own: TRADER_LEDGER__PATH=var/sandbox.sqlite3)",
+                "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
+                f"  {daemon_command(self.daemon_settings())}",
                 f"account and orders: {url}/__emulator__/account; faults: POST "
                 f"{url}/__emulator__/faults",
             ]
@@ -139,7 +156,7 @@ async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = Non
         if ready_file is not None:
             # Written whole under another name first: a reader never sees half of it.
             part = ready_file.with_name(ready_file.name + ".part")
-            await asyncio.to_thread(part.write_text, json.dumps(sandbox.ready()))
+            await asyncio.to_thread(write_private, part, json.dumps(sandbox.ready()))  # 0600
             await asyncio.to_thread(part.replace, ready_file)
         await stop.wait()
     finally:

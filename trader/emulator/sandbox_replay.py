@@ -4,6 +4,7 @@ on every bar start of a continuous market, or on the sessions of a stock's excha
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -99,3 +100,9 @@ def restamped(
             b.volume, b.quote_volume)
         for b, start in zip(bars, starts, strict=False)
     ]  # fmt: skip
+
+
+def daemon_command(settings: Mapping[str, str]) -> str:
+    """A shell command that runs the daemon with `settings` in its environment, as printed."""
+    assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in settings.items())
+    return f"{assignments} trader run"

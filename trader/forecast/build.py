@@ -10,7 +10,12 @@ from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.device import DeviceChoice
 from trader.forecast.protocol import Forecaster
-from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable
+from trader.forecast.weights import (
+    CheckpointMismatch,
+    WeightsUnavailable,
+    holds_checkpoint,
+    kronos_pair,
+)
 
 
 class ModelUnavailable(Exception):
@@ -25,7 +30,10 @@ def build_forecaster(
     model_path: Path | None = None,
     tokenizer_path: Path | None = None,
 ) -> Forecaster:
-    """`model_path` / `tokenizer_path` override the repositories in the settings."""
+    """`model_path` / `tokenizer_path` override the repositories in the settings. A folder
+    that is itself the checkpoint, as `trader finetune` writes one (Toto: config.json +
+    model.safetensors; Kronos: predictor/ and tokenizer/), serves as `model_path` or as
+    `forecast.weights_dir`."""
     if name == "baseline":
         return BaselineForecaster(settings.baseline_lookback)
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
@@ -34,10 +42,22 @@ def build_forecaster(
         if name == "toto":
             from trader.forecast.toto import load_toto_forecaster  # noqa: PLC0415
 
+            own = settings.weights_dir if holds_checkpoint(settings.weights_dir) else None
             return load_toto_forecaster(
-                model_path or settings.toto.repo,
+                model_path or own or settings.toto.repo,
                 settings=settings.toto,
                 seed=settings.seed,
+                device=device,
+                weights_dir=settings.weights_dir,
+                token=token,
+                allow_download=settings.download,
+            )
+        if name == "toto2":
+            from trader.forecast.toto2 import load_toto2_forecaster  # noqa: PLC0415
+
+            return load_toto2_forecaster(
+                model_path or settings.toto2.model,
+                settings=settings.toto2,
                 device=device,
                 weights_dir=settings.weights_dir,
                 token=token,
@@ -46,6 +66,11 @@ def build_forecaster(
         if name == "kronos":
             from trader.forecast.kronos import load_kronos  # noqa: PLC0415
 
+            pair = kronos_pair(model_path) or (
+                None if model_path else kronos_pair(settings.weights_dir)
+            )
+            if pair is not None:
+                model_path, tokenizer_path = pair[0], tokenizer_path or pair[1]
             return load_kronos(
                 model_path or settings.kronos.repo,
                 tokenizer_path or settings.kronos.tokenizer_repo,
@@ -58,4 +83,4 @@ def build_forecaster(
             )
     except (WeightsUnavailable, CheckpointMismatch, ValueError) as error:
         raise ModelUnavailable(f"{name}: {error}") from error
-    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, kronos or baseline")
+    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, toto2, kronos or baseline")

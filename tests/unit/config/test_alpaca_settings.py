@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trader.broker.safety import config_refusal
 from trader.config.loader import load_settings
+from trader.config.strict import config_refusal
 
 PAPER_KEY, PAPER_SECRET = "PKPAPERKEY12345", "paper-secret-value-0123456789"
 LIVE_KEY, LIVE_SECRET = "AKLIVEKEY678901", "live-secret-value-9876543210"
@@ -74,7 +74,7 @@ def test_keys_in_a_config_file_are_refused_for_alpaca(tmp_path):
     loaded = load(env, config)
     refusal = config_refusal(loaded.settings, loaded.origins)
     assert refusal is not None
-    assert "exchange.alpaca.key_id comes from the config file" in refusal
+    assert "exchange.alpaca.key_id is in a config file" in refusal
     assert PAPER_KEY not in refusal
 
 

@@ -205,6 +205,19 @@ class TradingCalendar:
         grid = self._grid(timeframe)
         return max(0, grid.below(before_ms) - grid.below(after_ms + 1))
 
+    def missing_before(self, timeframe: Timeframe, starts_ms: ArrayLike) -> NDArray[np.int64]:
+        """For each bar of a run of ascending bar starts, the expected starts missing between
+        it and the bar before (vectorised missing_between; 0 for the first bar)."""
+        times = np.asarray(starts_ms, dtype=np.int64)
+        if times.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if np.any(np.diff(times) < 0):
+            raise ValueError("bar starts are not in ascending order")
+        self._need(int(times[0]), int(times[-1]))
+        grid = self._grid(timeframe)
+        gaps = grid.below_many(times[1:]) - grid.below_many(times[:-1] + 1)
+        return np.concatenate([[0], np.maximum(gaps, 0)]).astype(np.int64)
+
     # -- bar ends ---------------------------------------------------------------------------
 
     def next_bar_end(self, timeframe: Timeframe, after_ms: int) -> int:
