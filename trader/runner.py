@@ -14,7 +14,7 @@ from decimal import Decimal
 import torch
 
 from trader.broker.factory import build_broker
-from trader.clock import Clock, SimulatedClock, WallClock
+from trader.clock import Clock, SimulatedClock
 from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
 from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
@@ -29,12 +29,11 @@ from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.calendars.per_symbol import SymbolCalendars
-from trader.market.calendars.registry import CONTINUOUS
 from trader.market.feed import MarketData
+from trader.market.live_source import calendar_names, exchange_feed, venue_clock
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
-from trader.market.retry import RetryPolicy
 from trader.market.step import MarketDataStep
 from trader.risk.engine import HaltPolicy, RiskEngine
 from trader.risk.state import TradingState, TradingStatus
@@ -263,32 +262,22 @@ def replay_venue(
 
 
 def live_calendars(settings: Settings, now: datetime) -> SymbolCalendars:
-    """Each symbol's calendar by name; `auto` is continuous: ccxt's venues trade crypto around
-    the clock. Raises ValueError for a calendar no library knows."""
+    """Each symbol's calendar by name (`calendar_names`). Raises ValueError for a calendar no
+    library knows."""
     market = settings.market
-    default = CONTINUOUS if market.calendar == "auto" else market.calendar
-    names = {s: market.calendars.get(s, default) for s in market.symbols}
-    names = {s: CONTINUOUS if n == "auto" else n for s, n in names.items()}
     timeframe = Timeframe(market.timeframe)
-    return SymbolCalendars.named(names, now, timeframe, market.context_bars * 2)
+    return SymbolCalendars.named(calendar_names(market), now, timeframe, market.context_bars * 2)
 
 
 def live_venue(
     settings: Settings, resume_after: datetime | None, on_error: Callable[[str], None]
 ) -> Venue:
-    """The configured exchange through ccxt, on the wall clock. Raises ValueError for an
-    exchange ccxt does not know. Nothing is sent before the daemon starts the market."""
-    from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415 - slow
-
-    clock = WallClock()
+    """The configured exchange on its clock (`trader.market.live_source`): the wall clock,
+    or the accelerated one of a sandbox. Nothing is sent before the daemon starts the
+    market."""
+    clock = venue_clock(settings.exchange)
     calendars = live_calendars(settings, clock.now())
-    exchange = settings.exchange
-    feed = CcxtMarketData(
-        create_exchange(exchange),
-        clock,
-        retry=RetryPolicy(attempts=exchange.retry_attempts, max_delay_s=exchange.retry_max_delay_s),
-        on_error=on_error,
-    )
+    feed = exchange_feed(settings.exchange, clock, settings.market, on_error)
     times = BarCloseTicks(
         Timeframe(settings.market.timeframe),
         timedelta(seconds=settings.schedule.settle_delay_s),

@@ -1,7 +1,8 @@
-"""One contract, two brokers: every test runs against the paper broker and against the live
-broker (the real ccxt client on the emulator's signed Binance endpoints), on the same
-recorded price path. Prices may differ (each venue has its own fill model); what an order
-goes through, and what the ledger is told, may not."""
+"""One contract, three brokers: every test runs against the paper broker, the live broker on
+the real ccxt client against the emulator's signed Binance endpoints, and the live broker on
+Alpaca's official SDK against the Alpaca emulator, on the same recorded price path. Prices
+may differ (each venue has its own fill model); what an order goes through, and what the
+ledger is told, may not."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from decimal import Decimal
 
 import pytest
 
+from tests.integration import alpaca_setup
 from tests.integration.emulated import venue
 from tests.integration.live_setup import KEY, Prices, live
 from trader.broker import PaperBroker
@@ -39,7 +41,7 @@ CASH = Decimal(10_000)
 
 @dataclass
 class Harness:
-    kind: str
+    kind: str  # paper, or the live venue: binance, alpaca
     broker: Broker
     prices: Prices
     instruments: dict[str, Instrument]
@@ -105,21 +107,24 @@ async def paper() -> AsyncIterator[Harness]:
 
 
 @asynccontextmanager
-async def live_harness() -> AsyncIterator[Harness]:
-    async with live(cash=CASH, liquidity_share=SHARE) as setup:
+async def live_harness(kind: str = "binance") -> AsyncIterator[Harness]:
+    setup_of, key = (
+        (alpaca_setup.alpaca_live, alpaca_setup.KEY) if kind == "alpaca" else (live, KEY)
+    )
+    async with setup_of(cash=CASH, liquidity_share=SHARE) as setup:
         baseline = {"USDT": CASH, "SOL": Decimal(0), "BTC": Decimal(0)}
-        yield Harness("live", setup.broker, setup.prices, setup.instruments, baseline)
-        account = setup.venue.accounts[KEY]
+        yield Harness(kind, setup.broker, setup.prices, setup.instruments, baseline)
+        account = setup.venue.accounts[key]
         per_id: dict[str, int] = {}
         for o in account.orders.values():
             per_id[o.client_order_id] = per_id.get(o.client_order_id, 0) + 1
         assert all(n == 1 for n in per_id.values()), "an order reached the venue twice"
 
 
-@pytest.fixture(params=["paper", "live"])
+@pytest.fixture(params=["paper", "binance", "alpaca"])
 async def harness(request) -> AsyncIterator[Harness]:
-    make = paper if request.param == "paper" else live_harness
-    async with make() as h:
+    make = paper() if request.param == "paper" else live_harness(request.param)
+    async with make as h:
         yield h
 
 
@@ -245,7 +250,7 @@ async def test_reconciling_a_ledger_that_booked_everything_is_ok_and_changes_not
     report = await harness.broker.reconcile(harness.ledger(), harness.prices.now)
     assert report.ok, report.text
     assert report.executions == ()
-    assert report.broker == ("paper" if harness.kind == "paper" else "binance")
-    if harness.kind == "live":
+    assert report.broker == harness.kind
+    if harness.kind != "paper":
         assert {b.asset for b in report.balances} == {"USDT", "SOL", "BTC"}
         assert all(b.ok for b in report.balances)

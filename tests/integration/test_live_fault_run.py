@@ -1,5 +1,6 @@
 """The fault run: 1,000 order operations (market and limit orders, cancels, amends, polls)
-through the live broker and the real ccxt client against the emulator, with a fault injected
+through the live broker against an emulator: the real ccxt client on the Binance one, and
+Alpaca's official SDK on the Alpaca one, with a fault injected
 into one request in ten: answers lost after the venue acted, requests held past or within
 their recvWindow, dropped connections, 429/418/5xx, duplicate-id answers, garbage bodies.
 
@@ -20,10 +21,13 @@ from decimal import Decimal
 
 import pytest
 
+from tests.integration.alpaca_setup import alpaca_live
 from tests.integration.live_setup import KEY, Live, live
 from trader.domain import Order, OrderStatus, OrderType, Portfolio, Side
 from trader.domain.execution import Execution
 from trader.emulator import Fault
+from trader.emulator.alpaca_wire import activity_id
+from trader.emulator.venue import VenueTrade
 from trader.ledger import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.ledger.trading import TickRecord, TradingLedger
@@ -36,30 +40,52 @@ CASH = Decimal(100_000)
 SYMBOL = "SOL/USDT"
 
 
-def faults_for(kind: str, rng: random.Random) -> Fault:
-    """One fault for the request an operation of `kind` sends first."""
-    path, method = {
+# The requests each operation sends first, and the venue's words for a duplicate client id
+# (its status and body) and for "slow down".
+PATHS = {
+    "binance": {
         "buy": ("/api/v3/order", "POST"),
         "sell": ("/api/v3/order", "POST"),
         "limit": ("/api/v3/order", "POST"),
         "cancel": ("/api/v3/order", "DELETE"),
         "amend": ("/api/v3/order", "*"),
         "poll": ("/api/v3/*", "GET"),
-    }[kind]
-    duplicate = '{"code": -2010, "msg": "Duplicate order sent."}'
-    busy = '{"code": -1003, "msg": "Too much request weight used."}'
+    },
+    "alpaca": {
+        "buy": ("/v2/orders", "POST"),
+        "sell": ("/v2/orders", "POST"),
+        "limit": ("/v2/orders", "POST"),
+        "cancel": ("/v2/orders/*", "DELETE"),
+        "amend": ("/v2/orders*", "*"),
+        "poll": ("/v2/*", "GET"),
+    },
+}
+WORDS = {
+    "binance": (400, '{"code": -2010, "msg": "Duplicate order sent."}',
+                '{"code": -1003, "msg": "Too much request weight used."}'),
+    "alpaca": (422, '{"code": 40010001, "message": "client_order_id must be unique"}',
+               '{"code": 42910000, "message": "rate limit exceeded"}'),
+}  # fmt: skip
+
+
+def faults_for(kind: str, rng: random.Random, venue: str = "binance") -> Fault:
+    """One fault for the request an operation of `kind` sends first. Alpaca has no
+    recvWindow (a held request is only taken late) and no 418."""
+    path, method = PATHS[venue][kind]
+    status, duplicate, busy = WORDS[venue]
+    binance = venue == "binance"
     choices = [
         Fault("delay", path, method=method, delay_s=0.5, after=True),  # timeout, order taken
         Fault("delay", path, method=method, delay_s=0.5),  # arrives late, within recvWindow
-        Fault("delay", path, method=method, delay_s=1.3),  # held past it: refused on arrival
+        *[Fault("delay", path, method=method, delay_s=1.3)] * binance,  # refused on arrival
         Fault("drop", path, method=method),
         Fault("drop", path, method=method, after=True),
         Fault("status", path, method=method, status=429, retry_after_s=0, body=busy),
-        Fault("status", path, method=method, status=418, retry_after_s=0, body=busy),
+        *[Fault("status", path, method=method, status=418, retry_after_s=0, body=busy)] * binance,
         Fault("status", path, method=method, status=500),
         Fault("status", path, method=method, status=502, body="<html>502</html>", after=True),
         Fault("status", path, method=method, status=503, body="<html>503</html>"),
-        Fault("status", path, method=method, status=400, body=duplicate, after=True),
+        Fault("status", path, method=method, status=status, body=duplicate, after=True),
         Fault("malformed", path, method=method, body="<html>oops</html>", after=True),
     ]
     return rng.choice(choices)
@@ -175,15 +201,23 @@ class Run:
         self.operations[kind] = self.operations.get(kind, 0) + 1
 
 
+def ledger_fill_id(venue: str, trade: VenueTrade) -> str:
+    """The ledger's id of a venue trade, as each adapter writes it."""
+    if venue == "alpaca":
+        return f"{SYMBOL}-{activity_id(trade).replace('-', '')}"
+    return f"SOLUSDT-{trade.trade_id}"
+
+
 KINDS = ["buy", "sell", "limit", "limit", "cancel", "amend", "poll"]
 
 
-async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path):
+@pytest.mark.parametrize("venue", ["binance", "alpaca"])
+async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path, venue):
     rng = random.Random(20261123)  # noqa: S311 - a reproducible run, not a secret
     database = await Database.open(tmp_path / "ledger.sqlite3")
     ledger = TradingLedger(database)
     try:
-        async with live(
+        async with (alpaca_live if venue == "alpaca" else live)(
             cash=CASH, liquidity_share=Decimal("0.00005"), timeout_s=0.3,
             start_index=700, pause_s=0.05,
         ) as setup:  # fmt: skip
@@ -194,7 +228,7 @@ async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path):
             for n in range(OPERATIONS):
                 kind = rng.choice(KINDS)
                 if rng.random() < FAULT_RATE:
-                    setup.server.faults.add(faults_for(kind, rng))
+                    setup.server.faults.add(faults_for(kind, rng, venue))
                     run.faults += 1
                 await run.step(kind)
                 setup.server.faults.clear()  # a fault the operation did not meet goes too
@@ -215,7 +249,7 @@ async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path):
             report = await setup.broker.reconcile(book, now)
             account = setup.venue.accounts[KEY]
             venue_orders = list(account.orders.values())
-            venue_trades = {f"SOLUSDT-{t.trade_id}": t for t in account.trades}
+            venue_trades = {ledger_fill_id(venue, t): t for t in account.trades}
             balances = setup.balances()
             requests = len(setup.server.requests)
         fills = {f.fill_id: f for f in await ledger.fills()}
@@ -229,7 +263,7 @@ async def test_a_thousand_order_operations_with_one_fault_in_ten(tmp_path):
         await database.close()
 
     print(  # the run's shape, for whoever reads the log
-        f"fault run: {run.operations}, faults {run.faults}, requests {requests}, "
+        f"fault run ({venue}): {run.operations}, faults {run.faults}, requests {requests}, "
         f"venue orders {len(venue_orders)}, trades {len(venue_trades)}, "
         f"statuses { {s: sum(o.status is s for o in orders) for s in OrderStatus} }"
     )

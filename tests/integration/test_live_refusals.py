@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from tests.integration.conftest import clean_env
-from tests.integration.test_live_kill_run import KEY, daemon_env, start_sandbox
+from tests.integration.sandboxed import KEY, daemon_env, start_sandbox
 from trader.broker.factory import build_broker
 from trader.broker.safety import StartRefused
 from trader.config.schema import Settings

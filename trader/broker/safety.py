@@ -45,7 +45,8 @@ def account_name(settings: Settings) -> str:
     """A short, stable name of the account behind the API key: an HMAC of the key keyed with
     the lock folder's salt, so the same on every daemon that shares the folder and telling
     nothing about the key."""
-    key = settings.exchange.api_key
+    exchange = settings.exchange
+    key = exchange.alpaca.credentials()[0] if exchange.venue == "alpaca" else exchange.api_key
     text = key.get_secret_value() if key is not None else ""
     salt = _salt(settings.broker.lock_dir)
     return hmac.new(salt, text.encode(), hashlib.sha256).hexdigest()[:12]
@@ -138,7 +139,7 @@ class InstanceLocks:
 
 def lock_path(settings: Settings, symbol: str) -> Path:
     safe = symbol.replace("/", "_").replace(":", "_")
-    name = f"{settings.exchange.id}-{account_name(settings)}-{safe}.lock"
+    name = f"{settings.exchange.name}-{account_name(settings)}-{safe}.lock"
     return settings.broker.lock_dir / name
 
 
@@ -176,7 +177,7 @@ def take_live_locks(settings: Settings, symbols: Iterable[str], now: datetime) -
     try:
         locks.take(ledger_lock_path(settings.ledger.path), f"ledger {settings.ledger.path}", holder)
         for symbol in symbols:
-            what = f"{symbol} on {settings.exchange.id} (account {account_name(settings)})"
+            what = f"{symbol} on {settings.exchange.name} (account {account_name(settings)})"
             locks.take(lock_path(settings, symbol), what, holder)
     except BaseException:
         locks.release()

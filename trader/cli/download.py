@@ -13,6 +13,9 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     fetch = verbs.add_parser(
         "download", parents=[common], help="bar history to Parquet (resumable, rate-limited)"
     )
+    fetch.add_argument(
+        "--venue", choices=["ccxt", "alpaca"], help="ccxt or alpaca (default: exchange.venue)"
+    )
     fetch.add_argument("--exchange", help="ccxt exchange id (default: exchange.id)")
     fetch.add_argument("--symbols", help="comma-separated (default: market.symbols)")
     fetch.add_argument("--timeframe", help="bar length (default: market.timeframe)")
@@ -31,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load(args).settings
     exchange_settings = settings.exchange.model_copy(
-        update={"id": args.exchange or settings.exchange.id}
+        update={
+            "id": args.exchange or settings.exchange.id,
+            "venue": args.venue or settings.exchange.venue,
+        }
     )
     symbols = args.symbols.split(",") if args.symbols else settings.market.symbols
     timeframe = Timeframe(args.timeframe or settings.market.timeframe)

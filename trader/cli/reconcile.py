@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"trader reconcile: the ledger is held by {holder}: a dry run only\n")
     try:
         report = asyncio.run(reconcile_now(settings, dry_run))
-    except (StartRefused, LedgerError, UnknownSymbols) as error:
+    except (StartRefused, LedgerError, UnknownSymbols, ValueError) as error:
         sys.stderr.write(f"trader reconcile: {error}\n")
         return EX_CONFIG
     except ExchangeCallFailed as error:

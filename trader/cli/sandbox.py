@@ -1,9 +1,11 @@
-"""`trader sandbox --data FILE...`: the emulator served as a live venue on loopback."""
+"""`trader sandbox --data FILE...`: the emulator served as a live venue on loopback (Binance
+spot, or Alpaca with `--venue alpaca`)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -15,28 +17,65 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     parser = verbs.add_parser(
         "sandbox",
         parents=[common],
-        help="serve a local Binance spot emulator to trade against live, without an account",
+        help="serve a local exchange emulator (Binance or Alpaca) to trade against live, "
+        "without an account",
         description=(
-            "Replays recorded bars on the wall clock (each compressed to --bar-seconds) as a "
-            "Binance spot venue on loopback, with one funded test account, and prints how to "
-            "point the daemon at it (broker.mode = live). Stops on SIGTERM/SIGINT."
+            "Replays recorded bars (each compressed to --bar-seconds of real time) as a Binance "
+            "spot venue, or with --venue alpaca as Alpaca (US stocks and crypto, on an "
+            "accelerated clock the daemon keeps too), on loopback, with one funded test "
+            "account, and prints the command that runs the daemon against it in live mode. "
+            "Stops on SIGTERM/SIGINT."
         ),
     )
+    parser.add_argument(
+        "--venue", choices=["binance", "alpaca"], default="binance",
+        help="whose API it speaks (default binance)",
+    )  # fmt: skip
     parser.add_argument(
         "--data", nargs="+", type=Path, required=True, metavar="FILE",
         help="CSV or Parquet recordings, one per symbol",
     )  # fmt: skip
     parser.add_argument("--symbol", action="append", help="symbol of each file, in order")
     parser.add_argument(
-        "--bar-seconds", type=int, default=1, help="real seconds per recorded bar (default 1)"
+        "--bar-seconds",
+        type=float,
+        default=1.0,
+        help="real seconds per recorded bar (default 1; Binance: whole seconds)",
     )
+    parser.add_argument(
+        "--timeframe",
+        help="alpaca: the bars' length at the venue (default 1m, Alpaca's shortest); its "
+        "clock runs timeframe / bar-seconds times as fast as the wall clock",
+    )
+    parser.add_argument(
+        "--start",
+        type=_instant,
+        help="alpaca: the venue's time when the sandbox starts, ISO 8601 with a zone "
+        "(default: now)",
+    )
+    parser.add_argument(
+        "--hold",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="alpaca: the venue's clock stands at --start this long before it runs (time to "
+        "start the daemon; default 0)",
+    )
+    parser.add_argument(
+        "--calendar", action="append", default=[], type=_pair, metavar="SYMBOL=CALENDAR",
+        help="alpaca: this symbol is a US stock trading in that exchange's sessions, e.g. "
+        "AAPL/USD=XNYS (its bars are laid on them); others are crypto pairs",
+    )  # fmt: skip
     parser.add_argument(
         "--warmup", type=int, default=600, help="bars already closed at the start (default 600)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default loopback)")
     parser.add_argument("--port", type=int, default=9380, help="listen port (0: any free one)")
     parser.add_argument(
-        "--cash", type=_decimal, default=Decimal(10_000), help="test USDT in the account"
+        "--cash",
+        type=_decimal,
+        default=Decimal(10_000),
+        help="test cash in the account (USDT at Binance, USD at Alpaca)",
     )
     parser.add_argument("--api-key", help="the test account's key (default: random)")
     parser.add_argument("--api-secret", help="the test account's secret (default: random)")
@@ -56,8 +95,13 @@ def run(args: argparse.Namespace) -> int:
     if args.symbol and len(args.symbol) != len(args.data):
         sys.stderr.write("trader sandbox: give one --symbol per --data file, or none\n")
         return EX_ARGUMENTS
-    if args.bar_seconds < 1 or args.warmup < 1:
-        sys.stderr.write("trader sandbox: --bar-seconds and --warmup must be at least 1\n")
+    if not args.bar_seconds > 0 or args.warmup < 1:
+        sys.stderr.write("trader sandbox: --bar-seconds must be positive, --warmup at least 1\n")
+        return EX_ARGUMENTS
+    if args.venue != "alpaca" and (args.start or args.calendar or args.timeframe or args.hold):
+        sys.stderr.write(
+            "trader sandbox: --start, --hold, --calendar and --timeframe are Alpaca's\n"
+        )
         return EX_ARGUMENTS
     try:
         recordings = [
@@ -76,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         cash=args.cash,
         api_key=args.api_key,
         api_secret=args.api_secret,
+        venue=args.venue,
+        timeframe=args.timeframe or "1m",
+        start=args.start,
+        hold_s=max(0.0, args.hold),
+        calendars=dict(args.calendar),
     )
     return asyncio.run(serve_sandbox(settings, args.ready_file))
 
@@ -88,3 +137,20 @@ def _decimal(text: str) -> Decimal:
     if not value.is_finite() or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative amount")
     return value
+
+
+def _instant(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 time") from None
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no zone: add one, e.g. +00:00")
+    return value
+
+
+def _pair(text: str) -> tuple[str, str]:
+    symbol, equals, calendar = text.partition("=")
+    if not equals or not symbol or not calendar:
+        raise argparse.ArgumentTypeError(f"{text!r} is not SYMBOL=CALENDAR, e.g. AAPL/USD=XNYS")
+    return symbol, calendar

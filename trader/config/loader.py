@@ -3,10 +3,11 @@
     defaults < TOML file < secrets directory < .env < environment
 
 The secrets directory, .env and the environment use the same names (`TRADER_MARKET__ADD_LATEST`,
-case-insensitive); the seed system's `ADD_LATEST` and `TOTO_DISABLE_COMPILE` work in .env and
-the environment. An unknown key or name is an error that names it and where it was found, and
-so is a `.env` line that cannot be parsed, or a secret with control characters or over 4 KiB
-(`strict.py`). Errors never echo the offending value: it may be a secret.
+case-insensitive); the seed system's `ADD_LATEST`, `TOTO_DISABLE_COMPILE` and Alpaca names
+(`ALP_KEY_ID`, `ALP_SECRET_KEY`, `ALP_KEY_ID_PROD`, `ALP_SECRET_KEY_PROD`, `PAPER`) work in .env
+and the environment. An unknown key or name is an error that names it and where it was found,
+and so is a `.env` line that cannot be parsed, or a secret with control characters or over
+4 KiB (`strict.py`). Errors never echo the offending value: it may be a secret.
 """
 
 from __future__ import annotations
@@ -150,6 +151,12 @@ ALIASES: Mapping[str, Alias] = {
     "TOTO_DISABLE_COMPILE": Alias(
         ("forecast", "toto", "runtime"), lambda text: "eager" if _flag(text) else "compile"
     ),
+    # Alpaca's keys and environment, as the seed system named them.
+    "ALP_KEY_ID": Alias(("exchange", "alpaca", "key_id"), str),
+    "ALP_SECRET_KEY": Alias(("exchange", "alpaca", "secret_key"), str),
+    "ALP_KEY_ID_PROD": Alias(("exchange", "alpaca", "live_key_id"), str),
+    "ALP_SECRET_KEY_PROD": Alias(("exchange", "alpaca", "live_secret_key"), str),
+    "PAPER": Alias(("exchange", "alpaca", "paper"), _flag),
 }
 
 

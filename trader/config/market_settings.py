@@ -3,16 +3,60 @@ and the market a replay simulates."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AwareDatetime, Field, SecretStr, field_validator, model_validator
 
+from trader.config.alpaca_settings import AlpacaSettings
 from trader.config.section import PositiveSeconds, Section
 from trader.domain import Timeframe, check_symbol
 
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class VenueClockSettings(Section):
+    speed: float = Field(
+        1.0,
+        gt=0,
+        description="the venue's time runs this many times as fast as the wall clock: a "
+        "sandbox's accelerated replay (trader sandbox --venue alpaca prints all three "
+        "settings); anything but 1 needs exchange.api_base_url on loopback",
+    )
+    wall_origin: AwareDatetime | None = Field(
+        None,
+        description="the wall-clock instant the accelerated time runs from (until then it "
+        "stands at origin)",
+    )
+    origin: AwareDatetime | None = Field(
+        None, description="the venue's time at wall_origin (default: wall_origin itself)"
+    )
+
+    @property
+    def scaled(self) -> bool:
+        return self.speed != 1 or self.origin is not None
+
+    def start(self) -> tuple[float, datetime, datetime | None] | None:
+        """(speed, wall origin, origin) of an accelerated clock; None: the wall clock."""
+        if not self.scaled or self.wall_origin is None:
+            return None
+        return self.speed, self.wall_origin, self.origin
+
+    @model_validator(mode="after")
+    def _origin_needs_its_wall_instant(self) -> VenueClockSettings:
+        if self.scaled and self.wall_origin is None:
+            raise ValueError("an accelerated or shifted clock needs wall_origin")
+        return self
+
 
 class ExchangeSettings(Section):
+    venue: Literal["ccxt", "alpaca"] = Field(
+        "ccxt",
+        description="how the daemon reaches its exchange: ccxt (exchange.id), or Alpaca "
+        "through its own SDK (US stocks and crypto; exchange.alpaca)",
+    )
     id: str = Field("binance", description="ccxt exchange id for market data and live orders")
     api_key: SecretStr | None = Field(None, description="API key (live trading only)")
     api_secret: SecretStr | None = Field(None, description="API secret (live trading only)")
@@ -28,6 +72,26 @@ class ExchangeSettings(Section):
     api_base_url: str | None = Field(
         None, description="send REST calls here instead (the local exchange emulator)"
     )
+    alpaca: AlpacaSettings = AlpacaSettings()
+    clock: VenueClockSettings = VenueClockSettings()
+
+    @property
+    def name(self) -> str:
+        """The venue's name in locks, logs and file paths: the ccxt id, or "alpaca"."""
+        return "alpaca" if self.venue == "alpaca" else self.id
+
+    @model_validator(mode="after")
+    def _accelerated_only_on_loopback(self) -> ExchangeSettings:
+        # Another clock than the wall's makes sense only against the local emulator that
+        # keeps the same one: at a real exchange it would trade on times that are not now.
+        host = urlsplit(self.api_base_url).hostname if self.api_base_url else None
+        if self.clock.scaled and host not in LOOPBACK:
+            raise ValueError(
+                "exchange.clock: an accelerated or shifted clock is only for a local emulator "
+                "(exchange.api_base_url on 127.0.0.1, localhost or ::1, as trader sandbox "
+                "prints it)"
+            )
+        return self
 
 
 class MarketSettings(Section):

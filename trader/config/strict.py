@@ -77,28 +77,44 @@ def config_refusal(
     """Why the settings forbid live trading (every reason at once), or None. Three explicit
     opt-ins: the mode, the confirmation, and keys that come from the secrets directory or the
     environment; an exchange key written in a config file is refused even where another
-    source overrides it (`in_files`: the loader's `secrets_in_files`)."""
-    if settings.broker.mode != "live":
-        return None
+    source overrides it (`in_files`: the loader's `secrets_in_files`). On Alpaca, its live
+    environment (`exchange.alpaca.paper = false`, the seed's PAPER=0) never enables live
+    trading by itself, and orders to its paper account need the opt-ins too: they leave this
+    process."""
+    exchange, broker = settings.exchange, settings.broker
+    alpaca = exchange.venue == "alpaca"
+    opted_in = broker.mode == "live" and broker.live_confirmation
     reasons = []
-    if not settings.broker.live_confirmation:
+    if alpaca and not exchange.alpaca.paper and not opted_in:
+        reasons.append(
+            "exchange.alpaca.paper = false (PAPER=0) picks Alpaca's live environment, which "
+            "trades real money: that needs broker.mode = live and broker.live_confirmation = "
+            "true as well; PAPER=0 alone never enables live trading (PAPER=1: the paper account)"
+        )
+    if broker.mode != "live":
+        return "; ".join(reasons) or None
+    if not broker.live_confirmation:
         reasons.append(
             "broker.mode = live needs broker.live_confirmation = true as well: live trading "
             "spends real money, so it is never switched on by one setting"
+            + (" (on Alpaca's paper account too: the orders leave this process)" if alpaca else "")
         )
-    exchange = settings.exchange
-    missing = [
-        f"exchange.{name}"
-        for name, value in (("api_key", exchange.api_key), ("api_secret", exchange.api_secret))
-        if value is None
-    ]
-    if missing:
-        reasons.append(
-            f"broker.mode = live needs {' and '.join(missing)}, from the secrets directory "
-            "(TRADER_EXCHANGE__API_KEY, TRADER_EXCHANGE__API_SECRET files) or the environment"
-        )
+    if alpaca:
+        keys: tuple[str, ...] = exchange.alpaca.key_names()
+    else:
+        keys = ("exchange.api_key", "exchange.api_secret", "exchange.api_password")
+        missing = [
+            f"exchange.{name}"
+            for name, value in (("api_key", exchange.api_key), ("api_secret", exchange.api_secret))
+            if value is None
+        ]
+        if missing:
+            reasons.append(
+                f"broker.mode = live needs {' and '.join(missing)}, from the secrets directory "
+                "(TRADER_EXCHANGE__API_KEY, TRADER_EXCHANGE__API_SECRET files) or the environment"
+            )
     written = {key: f"file {where}" for key, where in in_files.items()}
-    for key in ("exchange.api_key", "exchange.api_secret", "exchange.api_password"):
+    for key in keys:
         origin = written.get(key) or str(origins.get(key, ""))
         if origin.startswith("file"):
             reasons.append(

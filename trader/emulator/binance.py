@@ -3,10 +3,9 @@ Binance's JSON shapes and error codes, request weights and their 429/418 answers
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -14,14 +13,13 @@ from typing import Any
 from aiohttp import web
 
 from trader.domain import Bar, Timeframe, decimal_from_float
-from trader.emulator.faults import Fault, FaultPlan
+from trader.emulator.faults import FaultPlan
 from trader.emulator.market import EmulatedMarket, Instrument
+from trader.emulator.plumbing import Control, Handler
 from trader.emulator.signed import SignedApi
 from trader.emulator.venue import VenueError
 from trader.emulator.wire import ms as _ms
 from trader.emulator.wire import num as _num
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 INTERVALS = (
     "1s",
@@ -51,6 +49,7 @@ WEIGHTS = {
 
 
 INTERNAL_ERROR = "Internal error; unable to process your request. Please try again."
+_INTERNAL_ERROR_BODY = json.dumps({"code": -1001, "msg": INTERNAL_ERROR})
 MISSING_SYMBOL = "Mandatory parameter 'symbol' was not sent, was empty/null, or malformed."
 
 
@@ -84,11 +83,19 @@ class BinanceSpotApi:
     market: EmulatedMarket
     faults: FaultPlan = field(default_factory=FaultPlan)
     rate_limit: RateLimit = field(default_factory=RateLimit)
-    requests: list[str] = field(default_factory=list)  # path?query of every request, in order
     klines_cap: int = 1000  # some venues return fewer bars than asked; this one can too
     update_id: int = 1
     signed: SignedApi | None = None  # the private endpoints, when the venue has accounts
     on_clock: Callable[[bool], None] | None = None  # pauses the market's clock (the sandbox)
+    control: Control = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.control = Control(self.faults, self.market.clock, on_clock=self.on_clock)
+
+    @property
+    def requests(self) -> list[str]:
+        """path?query of every request, in order."""
+        return self.control.requests
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware])
@@ -102,23 +109,15 @@ class BinanceSpotApi:
         get("/api/v3/ticker/24hr", self.ticker_24hr)
         if self.signed is not None:
             self.signed.routes(app)
-        app.router.add_post("/__emulator__/faults", self.add_faults)
-        app.router.add_delete("/__emulator__/faults", self.clear_faults)
-        get("/__emulator__/requests", self.request_log)
-        app.router.add_post("/__emulator__/clock", self.set_clock)
+        self.control.routes(app)
         return app
 
     # --- plumbing ---------------------------------------------------------------------------
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/__emulator__/"):
+        if not await self.control.admit(request):
             return await handler(request)
-        self.requests.append(request.path_qs)
-        if request.can_read_body:
-            # A venue receives the whole request before anything else happens to it (a client
-            # that gives up while it waits changes nothing).
-            await request.read()
         refused = self.rate_limit.charge(WEIGHTS.get(request.path, 1))
         if refused is not None:
             status, retry_after = refused
@@ -127,41 +126,10 @@ class BinanceSpotApi:
                 status=status,
                 headers={"Retry-After": str(retry_after)},
             )
-        fault = self.faults.take(request.path, request.method)
-        if fault is not None and not fault.after:
-            early = await self._apply(fault, request)
-            if early is not None:
-                return early
-        try:
-            response = await handler(request)
-        except VenueError as error:
-            return web.json_response({"code": error.code, "msg": error.msg}, status=error.status)
-        if fault is not None and fault.after:
-            late = await self._apply(fault, request)
-            if late is not None:
-                return late
+        response = await self.control.answer(request, handler, _INTERNAL_ERROR_BODY, _refusal)
         used = {"X-MBX-USED-WEIGHT-1M": str(self.rate_limit.used)}
         response.headers.update(used)
         return response
-
-    async def _apply(self, fault: Fault, request: web.Request) -> web.StreamResponse | None:
-        """The faulty answer, or None when the request should then be answered normally."""
-        if fault.kind == "delay":
-            await asyncio.sleep(fault.delay_s)
-            return None
-        if fault.kind == "status":
-            headers = {"Retry-After": str(fault.retry_after_s)} if fault.retry_after_s else None
-            body = fault.body or json.dumps({"code": -1001, "msg": INTERNAL_ERROR})
-            return web.Response(
-                text=body, status=fault.status, headers=headers, content_type="application/json"
-            )
-        if fault.kind == "malformed":
-            body = fault.body if fault.body is not None else "<html><body>502 Bad Gateway</body>"
-            return web.Response(text=body, status=200, content_type="application/json")
-        # "drop": close the connection without an answer.
-        if request.transport is not None:
-            request.transport.close()
-        raise asyncio.CancelledError
 
     def _instrument(self, request: web.Request) -> Instrument:
         symbol = request.query.get("symbol")
@@ -330,26 +298,12 @@ class BinanceSpotApi:
             "count": 2,
         }
 
-    # --- control ----------------------------------------------------------------------------
 
-    async def add_faults(self, request: web.Request) -> web.Response:
-        body = await request.json()
-        self.faults.add(*(Fault.from_json(item) for item in body))
-        return web.json_response({"faults": len(self.faults.faults)})
-
-    async def clear_faults(self, request: web.Request) -> web.Response:
-        self.faults.clear()
-        return web.json_response({"faults": 0})
-
-    async def request_log(self, request: web.Request) -> web.Response:
-        return web.json_response(self.requests)
-
-    async def set_clock(self, request: web.Request) -> web.Response:
-        if self.on_clock is None:
-            return web.json_response({"error": "this market's clock cannot pause"}, status=400)
-        paused = bool((await request.json()).get("paused"))
-        self.on_clock(paused)
-        return web.json_response({"paused": paused, "now": _ms(self.market.clock())})
+def _refusal(failed: Exception) -> web.Response | None:
+    """Binance's answer to a refusal."""
+    if not isinstance(failed, VenueError):
+        return None
+    return web.json_response({"code": failed.code, "msg": failed.msg}, status=failed.status)
 
 
 def _kline(bar: Bar) -> list[Any]:

@@ -19,6 +19,12 @@ class Instrument:
     step_size: Decimal = Decimal("0.001")
     min_qty: Decimal = Decimal("0.001")
     min_notional: Decimal = Decimal(5)
+    # Alpaca's asset attributes (Binance lists crypto only and ignores them).
+    asset_class: str = "crypto"  # or "us_equity": trades in the exchange's sessions
+    fractionable: bool = True
+    shortable: bool = False
+    easy_to_borrow: bool = False
+    tradable: bool = True
 
     @property
     def base(self) -> str:

@@ -1,10 +1,11 @@
 """`trader sandbox`: the emulator as a venue to trade against live, without an account.
 
-Recorded bars are replayed on the wall clock, each compressed to `bar_seconds` of real time
-(served as Binance `<n>s` klines), and shifted so that `warmup` of them have already closed
-when the sandbox starts (the daemon's first window is full at once). One account, funded with
-test cash, trades on the path through the signed endpoints, with the emulator's matching,
-fees and faults. A daemon pointed at it (`exchange.api_base_url`, the printed test keys,
+Binance here (`trader.emulator.alpaca_sandbox` serves Alpaca). Recorded bars are replayed on
+the wall clock, each compressed to `bar_seconds` of real time (served as Binance `<n>s`
+klines), and shifted so that `warmup` of them have already closed when the sandbox starts
+(the daemon's first window is full at once). One account, funded with test cash, trades on
+the path through the signed endpoints, with the emulator's matching, fees and faults. A
+daemon pointed at it (`exchange.api_base_url`, the printed test keys,
 `market.timeframe = "<n>s"`) runs in live mode end to end.
 
 `POST /__emulator__/clock {"paused": true}` freezes the market (nothing fills while paused),
@@ -16,67 +17,29 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
-from trader.domain import Bar, Timeframe
+from trader.domain import Timeframe
+from trader.emulator.alpaca_sandbox import open_alpaca_sandbox
 from trader.emulator.market import EmulatedMarket, Instrument
+from trader.emulator.sandbox_replay import (
+    SandboxClock,
+    SandboxSettings,
+    daemon_command,
+    recorded_bars,
+    restamped,
+)
 from trader.emulator.server import EmulatorServer
-from trader.emulator.venue import Fees, Venue
-from trader.market.hygiene import parse_row
-from trader.market.replay import Recording
+from trader.emulator.venue import Venue
 from trader.private_files import write_private
 
-
-@dataclass
-class SandboxClock:
-    """The wall clock, which can be frozen."""
-
-    wall: Callable[[], datetime] = field(default_factory=lambda: lambda: datetime.now(UTC))
-    frozen: datetime | None = None
-
-    def now(self) -> datetime:
-        return self.frozen if self.frozen is not None else self.wall()
-
-    def pause(self, paused: bool) -> None:
-        self.frozen = self.now() if paused else None
-
-
-def live_bars(recording: Recording, bar_seconds: int, warmup: int, now: datetime) -> list[Bar]:
-    """The recording's bars, `bar_seconds` long each, the `warmup`-th opening at `now`'s bar."""
-    timeframe = Timeframe(f"{bar_seconds}s")
-    origin = timeframe.floor(now) - timeframe.duration * warmup
-    bars = []
-    for row in recording.rows:
-        bar = parse_row(row, recording.symbol, recording.timeframe)
-        if isinstance(bar, Bar):
-            bars.append(bar)
-    return [
-        Bar(b.symbol, timeframe, origin + timeframe.duration * i, b.open, b.high, b.low,
-            b.close, b.volume, b.quote_volume)
-        for i, b in enumerate(bars)
-    ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SandboxSettings:
-    recordings: Sequence[Recording]
-    bar_seconds: int = 1
-    warmup: int = 600
-    host: str = "127.0.0.1"
-    port: int = 0
-    cash: Decimal = Decimal(10_000)
-    currency: str = "USDT"
-    api_key: str | None = None
-    api_secret: str | None = None
-    fees: Fees = field(default_factory=Fees)
-    liquidity_share: Decimal = Decimal("0.1")
+__all__ = ["Sandbox", "SandboxSettings", "open_sandbox", "serve_sandbox"]
 
 
 @dataclass
@@ -89,13 +52,12 @@ class Sandbox:
     timeframe: str
     ends: datetime
 
-    def daemon_command(self) -> str:
-        """A shell command that runs the daemon against this sandbox in live mode, as printed:
-        the test keys in its environment (a sandbox's own, nothing to protect), a settle delay
-        shorter than a bar, the baseline model (no weights needed), any free metrics port and
-        a ledger of its own in the current folder."""
-        settle = min(5.0, int(self.timeframe.removesuffix("s")) / 5)
-        settings = {
+    def daemon_settings(self) -> dict[str, str]:
+        """The daemon's settings for this sandbox, in live mode: its test keys (a sandbox's
+        own, nothing to protect), a settle delay shorter than a bar, the baseline model (no
+        weights needed), any free metrics port and a ledger of its own in the current folder."""
+        settle = min(5.0, Timeframe(self.timeframe).seconds / 5)
+        return {
             "TRADER_EXCHANGE__API_KEY": self.api_key,
             "TRADER_EXCHANGE__API_SECRET": self.api_secret,
             "TRADER_EXCHANGE__API_BASE_URL": self.server.base_url,
@@ -108,8 +70,18 @@ class Sandbox:
             "TRADER_BROKER__MODE": "live",
             "TRADER_BROKER__LIVE_CONFIRMATION": "true",
         }
-        assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in settings.items())
-        return f"{assignments} trader run"
+
+    def ready(self) -> dict[str, Any]:
+        """What the ready file holds: the address, the test keys, the daemon's settings."""
+        return {
+            "venue": "binance",
+            "base_url": self.server.base_url,
+            "api_key": self.api_key,
+            "api_secret": self.api_secret,
+            "symbols": self.symbols,
+            "timeframe": self.timeframe,
+            "env": self.daemon_settings(),
+        }
 
     def instructions(self) -> str:
         url = self.server.base_url
@@ -122,7 +94,7 @@ class Sandbox:
                 f"  TRADER_EXCHANGE__API_KEY={self.api_key}",
                 f"  TRADER_EXCHANGE__API_SECRET={self.api_secret}",
                 "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
-                f"  {self.daemon_command()}",
+                f"  {daemon_command(self.daemon_settings())}",
                 f"account and orders: {url}/__emulator__/account; faults: POST "
                 f"{url}/__emulator__/faults",
             ]
@@ -130,12 +102,16 @@ class Sandbox:
 
 
 async def open_sandbox(settings: SandboxSettings) -> Sandbox:
+    """Raises ValueError for settings it cannot serve (the message says why)."""
+    if settings.bar_seconds != int(settings.bar_seconds):
+        raise ValueError("Binance's shortest bars are a second long: --bar-seconds 1 or more")
+    timeframe = Timeframe(f"{int(settings.bar_seconds)}s")
     clock = SandboxClock()
     now = clock.now()
     market = EmulatedMarket(clock.now)
     ends = now
     for recording in settings.recordings:
-        bars = live_bars(recording, settings.bar_seconds, settings.warmup, now)
+        bars = restamped(recorded_bars(recording), timeframe, settings.warmup, now)
         if len(bars) <= settings.warmup:
             raise ValueError(
                 f"{recording.path}: {len(bars)} bars, not more than the warm-up {settings.warmup}"
@@ -158,15 +134,15 @@ async def open_sandbox(settings: SandboxSettings) -> Sandbox:
     )
     await server.start()
     return Sandbox(
-        server, clock, key, secret, [r.symbol for r in settings.recordings],
-        f"{settings.bar_seconds}s", ends,
-    )  # fmt: skip
+        server, clock, key, secret, [r.symbol for r in settings.recordings], timeframe.text, ends
+    )
 
 
 async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = None) -> int:
     """Serve until SIGTERM/SIGINT; the instructions go to stdout (and `ready_file`, as JSON)."""
     try:
-        sandbox = await open_sandbox(settings)
+        opened = open_alpaca_sandbox if settings.venue == "alpaca" else open_sandbox
+        sandbox = await opened(settings)
     except ValueError as error:
         sys.stderr.write(f"trader sandbox: {error}\n")
         return 2
@@ -178,16 +154,9 @@ async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = Non
         sys.stdout.write(sandbox.instructions() + "\n")
         sys.stdout.flush()
         if ready_file is not None:
-            ready = {
-                "base_url": sandbox.server.base_url,
-                "api_key": sandbox.api_key,
-                "api_secret": sandbox.api_secret,
-                "symbols": sandbox.symbols,
-                "timeframe": sandbox.timeframe,
-            }
             # Written whole under another name first: a reader never sees half of it.
             part = ready_file.with_name(ready_file.name + ".part")
-            await asyncio.to_thread(write_private, part, json.dumps(ready))  # test keys: 0600
+            await asyncio.to_thread(write_private, part, json.dumps(sandbox.ready()))  # 0600
             await asyncio.to_thread(part.replace, ready_file)
         await stop.wait()
     finally:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
+from typing import Literal
 
 from aiohttp import web
 
+from trader.emulator.alpaca import AlpacaApi
 from trader.emulator.binance import BinanceSpotApi, RateLimit
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import EmulatedMarket
+from trader.emulator.sessions import Sessions
 from trader.emulator.signed import SignedApi
 from trader.emulator.venue import Venue
 
@@ -27,13 +30,40 @@ class EmulatorServer:
         venue: Venue | None = None,
         secrets: dict[str, str] | None = None,
         on_clock: Callable[[bool], None] | None = None,
+        dialect: Literal["binance", "alpaca"] = "binance",
+        sessions: Sessions | None = None,
     ) -> None:
         """`venue` and `secrets` (API key -> secret) serve the signed trading endpoints; the
-        venue trades on `market`."""
+        venue trades on `market`. `dialect`: whose API it speaks; Alpaca's needs the venue,
+        and `sessions` when it lists stocks."""
         if venue is not None and venue.market is not market:
             raise ValueError("the venue must trade on the market the emulator serves")
         self.venue = venue
-        self.api = BinanceSpotApi(
+        self.api: BinanceSpotApi | AlpacaApi
+        if dialect == "alpaca":
+            if venue is None:
+                raise ValueError("the Alpaca emulator needs a venue (its API is all accounts)")
+            self.api = AlpacaApi(venue, dict(secrets or {}), faults or FaultPlan(), sessions,
+                                 on_clock)  # fmt: skip
+        else:
+            self.api = self._binance(
+                market, faults, weight_limit_per_minute, klines_cap, venue, secrets, on_clock
+            )
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self.port = port
+
+    @staticmethod
+    def _binance(
+        market: EmulatedMarket,
+        faults: FaultPlan | None,
+        weight_limit_per_minute: int | None,
+        klines_cap: int,
+        venue: Venue | None,
+        secrets: dict[str, str] | None,
+        on_clock: Callable[[bool], None] | None,
+    ) -> BinanceSpotApi:
+        return BinanceSpotApi(
             market,
             faults or FaultPlan(),
             RateLimit(per_minute=weight_limit_per_minute),
@@ -41,9 +71,6 @@ class EmulatorServer:
             signed=SignedApi(venue, dict(secrets or {})) if venue is not None else None,
             on_clock=on_clock,
         )
-        self._host, self._port = host, port
-        self._runner: web.AppRunner | None = None
-        self.port = port
 
     @property
     def base_url(self) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from trader.emulator.plumbing import accounts_state
 from trader.emulator.venue import (
     NO_SUCH_ORDER,
     UNKNOWN_ORDER,
@@ -292,18 +293,11 @@ class SignedApi:
 
     async def accounts_state(self, request: web.Request) -> web.Response:
         """Every account's balances, orders and trades (the emulator's control side)."""
-        state = {}
-        for key, account in self.venue.accounts.items():
-            self.venue.sync(account)
-            state[key] = {
-                "balances": {
-                    asset: {"free": _num(b.free), "locked": _num(b.locked), "total": _num(b.total)}
-                    for asset, b in sorted(account.balances.items())
-                },
-                "orders": [_order_json(o) for o in account.orders.values()],
-                "trades": [_trade_json(t) for t in account.trades],
-            }
-        return web.json_response(state)
+        return web.json_response(
+            accounts_state(
+                self.venue, _num, lambda _, o: _order_json(o), lambda _, t: _trade_json(t)
+            )
+        )
 
     async def margin_pairs(self, request: web.Request) -> web.Response:
         """ccxt's fetchCurrencies asks which pairs trade on margin: none here (spot only)."""

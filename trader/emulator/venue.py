@@ -134,6 +134,10 @@ class Venue:
     fees: Fees = field(default_factory=Fees)
     liquidity_share: Decimal = Decimal("0.1")
     accounts: dict[str, Account] = field(default_factory=dict)  # by API key
+    # Alpaca: a client order id is never reused, even after its order ended (Binance: only
+    # while it is open). Per-symbol fees where they differ (Alpaca: stocks are free).
+    unique_client_ids: bool = False
+    fees_by_symbol: dict[str, Fees] = field(default_factory=dict)
     _next_order: int = 1
     _next_trade: dict[str, int] = field(default_factory=dict)
     _synced: dict[int, datetime] = field(default_factory=dict)  # order id -> last bar end met
@@ -171,7 +175,7 @@ class Venue:
         instrument = self.instrument(symbol)
         _check_filters(instrument, type_, quantity, price, self._touch(instrument, side))
         duplicate = account.by_client_id(symbol, client_order_id)
-        if duplicate is not None and duplicate.is_open:
+        if duplicate is not None and (duplicate.is_open or self.unique_client_ids):
             raise VenueError(-2010, DUPLICATE)
         now = self.clock()
         order = VenueOrder(
@@ -308,7 +312,8 @@ class Venue:
         maker: bool,
         at: datetime,
     ) -> None:
-        rate = self.fees.maker if maker else self.fees.taker
+        fees = self.fees_by_symbol.get(order.symbol, self.fees)
+        rate = fees.maker if maker else fees.taker
         notional = price * qty
         base, quote = account.balance(instrument.base), account.balance(instrument.quote)
         if order.side == "BUY":

@@ -4,16 +4,18 @@ A dry run takes no locks and books nothing."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from trader.broker.protocol import Broker
+from trader.clock import Clock
 from trader.config.schema import Settings
 from trader.domain.reconciliation import ReconcileReport
 from trader.engine.reconciling import reconcile_ledger
 from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.ledger.trading import TradingLedger
+from trader.market.live_source import exchange_feed, venue_clock
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
@@ -49,8 +51,9 @@ async def reconcile_now(settings: Settings, dry_run: bool) -> ReconcileReport | 
         if not await ReconciliationLedger(database).has_account():
             return None
         ledger = TradingLedger(database)
-        now = datetime.now(UTC)
-        broker, close = await _broker(settings, database, now, dry_run)
+        clock = venue_clock(settings.exchange)  # the ledger's times are the venue's
+        now = clock.now()
+        broker, close = await _broker(settings, database, clock, dry_run)
         try:
             state = await ledger.load()
             broker.restore(state.open_orders, state.fill_counts)
@@ -81,9 +84,10 @@ async def _halt(
 
 
 async def _broker(
-    settings: Settings, database: Database, now: datetime, dry_run: bool
+    settings: Settings, database: Database, clock: Clock, dry_run: bool
 ) -> tuple[Broker, Any]:
-    """The ledger's broker, and what closes its connection. A dry run takes no locks."""
+    """The ledger's broker, and what closes its connection. A dry run takes no locks.
+    Raises ValueError for exchange settings that cannot work."""
     if settings.broker.mode == "paper":
         from trader.broker.paper import PaperBroker  # noqa: PLC0415
 
@@ -91,13 +95,11 @@ async def _broker(
             return None
 
         return PaperBroker(settings.broker, {}), nothing
-    # ccxt loads only for a live ledger.
+    # ccxt (or Alpaca's SDK) loads only for a live ledger.
     from trader.broker.factory import build_broker  # noqa: PLC0415
     from trader.broker.live.broker import LiveBroker  # noqa: PLC0415
-    from trader.clock import WallClock  # noqa: PLC0415
-    from trader.market.ccxt_feed import CcxtMarketData, create_exchange  # noqa: PLC0415
 
-    feed = CcxtMarketData(create_exchange(settings.exchange), WallClock())
+    feed = exchange_feed(settings.exchange, clock)
     try:
         await feed.start(settings.market.symbols)
         instruments = {s: feed.instrument(s) for s in settings.market.symbols}
@@ -105,7 +107,7 @@ async def _broker(
         if dry_run:
             broker = LiveBroker(feed.exchange, settings.broker, instruments)
         else:
-            broker, _cash = await build_broker(settings, feed, instruments, database, now)
+            broker, _cash = await build_broker(settings, feed, instruments, database, clock.now())
     except BaseException:
         await feed.close()
         raise

@@ -119,9 +119,10 @@ class CcxtMarketData:
 
     def check_symbols(self, symbols: Sequence[str]) -> None:
         markets = self.exchange.markets or {}
-        unknown = [s for s in symbols if s not in markets or markets[s].get("active") is False]
-        if unknown:
-            raise UnknownSymbols(self.name, unknown, markets)
+        unknown = [s for s in symbols if s not in markets]
+        inactive = [s for s in symbols if s in markets and markets[s].get("active") is False]
+        if unknown or inactive:
+            raise UnknownSymbols(self.name, unknown, markets, inactive)
 
     def instrument(self, symbol: str) -> Instrument:
         market = self.exchange.market(symbol)

@@ -12,10 +12,9 @@ from trader.config.market_settings import ExchangeSettings
 from trader.domain import Timeframe
 from trader.exit_codes import EX_UNAVAILABLE, EX_USAGE
 from trader.logging import get_logger
-from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.download import download
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
-from trader.market.retry import RetryPolicy
+from trader.market.live_source import exchange_feed
 
 
 async def download_history(
@@ -27,16 +26,17 @@ async def download_history(
     out: Path,
 ) -> int:
     log = get_logger("trader.download")
-    feed = CcxtMarketData(
-        create_exchange(settings),
-        WallClock(),
-        retry=RetryPolicy(settings.retry_attempts, max_delay_s=settings.retry_max_delay_s),
-        on_error=lambda kind: log.warning("exchange error, retrying", kind=kind),
-    )
+    warn = lambda kind: log.warning("exchange error, retrying", kind=kind)  # noqa: E731
+    try:
+        # Stocks are fetched as Alpaca has them: no trading calendar is needed to download.
+        feed = exchange_feed(settings, WallClock(), on_error=warn)
+    except ValueError as error:
+        sys.stderr.write(f"trader download: {error}\n")
+        return EX_USAGE
     try:
         await feed.start(symbols)
         for symbol in symbols:
-            report = await download(feed, settings.id, symbol, timeframe, since, until, out)
+            report = await download(feed, settings.name, symbol, timeframe, since, until, out)
             sys.stdout.write(
                 f"{symbol}: {report.bars} bars in {report.path} ({report.added} new, "
                 f"{sum(report.skipped.values())} invalid rows skipped, {report.gaps} gaps)\n"

@@ -21,16 +21,31 @@ class ExchangeCallFailed(Exception):
 
 
 class UnknownSymbols(Exception):
-    """Symbols the source does not list; the message names each, with a suggestion."""
+    """Symbols the source does not list, or lists but does not trade now (`inactive`); the
+    message names each, an unknown one with a suggestion."""
 
-    def __init__(self, source: str, unknown: Sequence[str], known: Iterable[str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        unknown: Sequence[str],
+        known: Iterable[str],
+        inactive: Sequence[str] = (),
+    ) -> None:
         known = list(known)
         parts = []
         for symbol in unknown:
             close = difflib.get_close_matches(symbol, known, n=1, cutoff=0.8)
             parts.append(f"{symbol} (did you mean {close[0]}?)" if close else symbol)
-        super().__init__(f"{source} does not list: {', '.join(parts)}")
-        self.unknown = list(unknown)
+        said = [f"{source} does not list: {', '.join(parts)}"] if parts else []
+        if inactive:
+            said.append(f"{source} lists but does not trade: {', '.join(inactive)}")
+        super().__init__("; ".join(said))
+        self.unknown = [*unknown, *inactive]
+
+
+class SymbolsRefused(Exception):
+    """Symbols the source lists but the settings cannot trade as they are; the message says
+    what to change."""
 
 
 class MarketData(Protocol):

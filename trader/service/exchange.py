@@ -9,7 +9,7 @@ import asyncio
 from structlog.typing import FilteringBoundLogger as Logger
 
 from trader.exit_codes import EX_CONFIG
-from trader.market.feed import ExchangeCallFailed, UnknownSymbols
+from trader.market.feed import ExchangeCallFailed, SymbolsRefused, UnknownSymbols
 from trader.service.parts import Parts, StartupFailed
 
 MARKET_RETRY_MAX_S = 60.0
@@ -66,7 +66,7 @@ class ExchangeConnection:
                 detail=str(error)[:300],
             )
             return False
-        except UnknownSymbols as error:
+        except (UnknownSymbols, SymbolsRefused) as error:
             raise StartupFailed(EX_CONFIG, "market data", str(error)) from error
         self._market_started = True
         self.set(True, "reachable")

@@ -48,7 +48,7 @@ def status_event(parts: Parts, state: str, **extra: Any) -> events.Event:
         "version": __version__,
         "pid": os.getpid(),
         "venue": venue.kind if venue else ("replay" if parts.replay else "live"),
-        "exchange": settings.exchange.id,
+        "exchange": settings.exchange.name,
         "broker_mode": settings.broker.mode,
         "symbols": list(settings.market.symbols),
         "timeframe": settings.market.timeframe,
@@ -76,7 +76,8 @@ def log_start(parts: Parts, log: Logger) -> None:
         pid=os.getpid(),
         venue="replay" if parts.replay else "live",
         broker_mode=settings.broker.mode,
-        exchange=settings.exchange.id,
+        exchange=settings.exchange.name,
+        clock=_clock(settings),
         symbols=settings.market.symbols,
         timeframe=settings.market.timeframe,
         model=model,
@@ -85,6 +86,14 @@ def log_start(parts: Parts, log: Logger) -> None:
         quote_source=quote_source(parts),
         config_file=str(config_file) if config_file else None,
     )
+
+
+def _clock(settings: Settings) -> str:
+    """Whose time the daemon keeps: the wall clock's, or a sandbox's accelerated one."""
+    clock = settings.exchange.clock
+    if not clock.scaled:
+        return "wall"
+    return f"accelerated x{clock.speed:g} from {clock.origin or clock.wall_origin} (a sandbox's)"
 
 
 def quote_source(parts: Parts) -> str:

@@ -62,9 +62,12 @@ class FillBooking:
         page = await self._client.ask(
             exchange.fetch_my_trades(symbol, int(since.timestamp() * 1000), TRADES_PAGE)
         )
+        # A client that pages the venue's history itself answers it whole (Alpaca's);
+        # ccxt's answer a page at a time, continued from the last trade id.
+        whole = bool(exchange.has.get("fetchMyTradesWhole"))
         while page:
             trades += page
-            if len(page) < TRADES_PAGE:
+            if len(page) < TRADES_PAGE or whole:
                 break
             last = max(int(t["id"]) for t in page)
             page = await self._client.ask(

@@ -62,7 +62,11 @@ class Placement(OrderParts):
             return "the quote is synthetic: no real price to check the order against"
         amount = Decimal(exchange.amount_to_precision(order.symbol, float(order.amount)))
         if amount != order.amount:
-            return f"amount {order.amount} is not on the market's grid (would send {amount})"
+            step, rounded = (format(x.normalize(), "f") for x in (instrument.amount_step, amount))
+            return (
+                f"amount {order.amount} is not on the market's grid of {step} "
+                f"(would send {rounded})"
+            )
         price = order.limit_price
         if price is not None:
             sent = Decimal(exchange.price_to_precision(order.symbol, float(price)))
