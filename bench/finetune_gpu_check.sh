@@ -11,13 +11,16 @@
 #   --base random:small, Kronos with --lora), finetune-qlora/ (only where bitsandbytes loads),
 #   bench_finetune.json (bench/finetune.py on cuda: published configurations, ours against
 #   the reference packages), and gpu_check.log (everything printed).
-# A few minutes on one GPU. Exit status: the first failure's.
+# A few minutes on one GPU. $STEPS picks steps (default: "doctor toto kronos qlora bench").
+# Exit status: the first failure's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-var/gpu-wheels}
 OUT=${OUT:-var/gpu-check}
 DEVICE=${DEVICE:-cuda}
+STEPS=" ${STEPS:-doctor toto kronos qlora bench} "
+wanted() { [[ $STEPS == *" $1 "* ]]; }
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 status=0
@@ -50,6 +53,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     PIP_BREAK_SYSTEM_PACKAGES=1 run $PY -m pip install --disable-pip-version-check --no-index \
         --find-links "$WHEELS" --no-deps "${missing[@]}"
 fi
+# bitsandbytes (QLoRA) only where its wheel was downloaded (`QLORA=1 bench/gpu_wheels.sh`).
+bnb=$(ls "$WHEELS"/bitsandbytes-*.whl 2>/dev/null | head -1)
+if [ -n "$bnb" ] && ! $PY -c "import bitsandbytes" 2>/dev/null; then
+    PIP_BREAK_SYSTEM_PACKAGES=1 run $PY -m pip install --disable-pip-version-check --no-index \
+        --no-deps "$bnb"
+fi
 if ! PIP_BREAK_SYSTEM_PACKAGES=1 $PY -m pip install --disable-pip-version-check --no-index \
     --no-deps --no-build-isolation -e .; then
     # `python -m trader` from the repository root needs no install: say so and go on.
@@ -80,22 +89,33 @@ finetune() {
         --base random:small --out "$OUT/finetune-$name" --device "$DEVICE" --max-steps 60 "$@"
 }
 
-step "trader doctor --device $DEVICE"
-run $PY -m trader doctor --device "$DEVICE" --evidence "$OUT/doctor" --size small --model toto
-
-step "trader finetune --model toto --device $DEVICE"
-finetune toto --model toto
-step "trader finetune --model kronos --lora --device $DEVICE"
-finetune kronos --model kronos --lora
-if $PY -c "import bitsandbytes" 2>/dev/null; then
-    step "trader finetune --model toto --qlora --device $DEVICE"
-    finetune qlora --model toto --qlora
-else
-    echo "bitsandbytes is not installed: no QLoRA run"
+if wanted doctor; then
+    step "trader doctor --device $DEVICE"
+    run $PY -m trader doctor --device "$DEVICE" --evidence "$OUT/doctor" --size small --model toto
 fi
-
-step "bench/finetune.py --device $DEVICE"
-run $PY bench/finetune.py --device "$DEVICE" ${BENCH_ARGS:-} > "$OUT/bench_finetune.json" && cat "$OUT/bench_finetune.json"
+if wanted toto; then
+    step "trader finetune --model toto --device $DEVICE"
+    finetune toto --model toto
+fi
+if wanted kronos; then
+    step "trader finetune --model kronos --lora --device $DEVICE"
+    finetune kronos --model kronos --lora
+fi
+if wanted qlora; then
+    if $PY -c "import bitsandbytes" 2>/dev/null; then
+        step "trader finetune --model toto --qlora --device $DEVICE"
+        finetune qlora --model toto --qlora
+        step "trader finetune --model kronos --qlora --device $DEVICE"
+        finetune qlora-kronos --model kronos --qlora
+    else
+        echo "bitsandbytes is not installed: no QLoRA run"
+    fi
+fi
+if wanted bench; then
+    step "bench/finetune.py --device $DEVICE"
+    run $PY bench/finetune.py --device "$DEVICE" ${BENCH_ARGS:-} > "$OUT/bench_finetune.json" \
+        && cat "$OUT/bench_finetune.json"
+fi
 
 step "done: exit $status"
 exit $status

@@ -9,7 +9,8 @@
 # reference packages the bench measures against (toto-ts, kronos-model-arch and what their
 # model code imports). No torch, numpy or pandas: the check script installs these wheels with
 # --no-deps, so the box's torch stays.
-# bitsandbytes (QLoRA) is left out: its wheel alone is larger than the upload allows.
+# bitsandbytes (QLoRA, 43 MB) only with QLORA=1: the wheels travel to the GPU box in an upload
+# of 64 MiB at most, beside everything else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-var/gpu-wheels}
@@ -24,5 +25,10 @@ $PIP download --disable-pip-version-check --quiet --no-deps --only-binary=:all: 
     pyluach==2.3.0 toolz==1.2.0 tzdata==2026.6 scoringrules==0.10.0 \
     toto-ts==0.2.0 kronos-model-arch==0.1.0 gluonts==0.17.0 rotary-embedding-torch==0.8.6 \
     'setuptools>=75'
+if [ "${QLORA:-0}" = 1 ]; then
+    $PIP download --disable-pip-version-check --quiet --no-deps --only-binary=:all: \
+        --python-version "${PYTHON_VERSION:-3.12}" --platform manylinux_2_24_x86_64 -d "$DIR" \
+        'bitsandbytes>=0.45'
+fi
 ls "$DIR"
 du -sh "$DIR"

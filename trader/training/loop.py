@@ -23,6 +23,7 @@ from trader.training import checkpoint
 from trader.training.data import Refs
 from trader.training.distributed import World, any_true, total
 from trader.training.evidence import Evidence
+from trader.training.lora import Adapters, checkpoint_state
 from trader.training.order import Order
 from trader.training.outdir import RunFolder
 from trader.training.progress import Progress
@@ -67,6 +68,7 @@ class Setup:
     stop: StopRequest
     split: dict[str, Any]
     identity: dict[str, Any] = field(default_factory=dict)
+    adapters: Adapters | None = None  # --lora / --qlora: checkpoints keep what trains
 
     def precision(self) -> AbstractContextManager[Any]:
         if self.autocast is None:
@@ -191,7 +193,7 @@ def _save_best(setup: Setup, record: Record) -> None:
         "format": checkpoint.FORMAT,
         "step": record.step,
         "loss": record.best_loss,
-        "model": setup.trainee.objective.state_dict(),
+        "model": checkpoint_state(setup.trainee.objective, setup.adapters),
     }
     _write(setup, setup.folder.checkpoints / checkpoint.BEST, payload, record)
 
@@ -204,7 +206,7 @@ def save(setup: Setup, record: Record) -> None:
         "format": checkpoint.FORMAT,
         "step": record.step,
         "record": asdict(record),
-        "model": setup.trainee.objective.state_dict(),
+        "model": checkpoint_state(setup.trainee.objective, setup.adapters),
         "optimizer": setup.optimizer.state_dict(),
         "scheduler": setup.scheduler.state_dict(),
         "rng": checkpoint.rng_state(setup.device),

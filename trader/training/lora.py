@@ -84,6 +84,38 @@ def add_adapters(
     return Adapters(originals, quantize_on is not None)
 
 
+def checkpoint_state(module: nn.Module, adapters: Adapters | None) -> dict[str, Tensor]:
+    """What a checkpoint keeps of the network: every tensor, or with adapters only those that
+    train. The frozen base is the run's own (DIR/base, or the base it names), rebuilt the same
+    way on resume; and a 4-bit base's quantization state would not load back into
+    bitsandbytes' layers."""
+    state = module.state_dict()
+    if adapters is None:
+        return state
+    return {name: state[name] for name in _trained(module)}
+
+
+def load_checkpoint_state(
+    module: nn.Module, state: dict[str, Tensor], adapters: Adapters | None
+) -> None:
+    """Put back what `checkpoint_state` kept; a checkpoint that lacks a trained tensor or
+    holds one the network does not have is refused (ValueError)."""
+    if adapters is None:
+        module.load_state_dict(state)
+        return
+    absent = _trained(module) - set(state)
+    unexpected = module.load_state_dict(state, strict=False).unexpected_keys
+    if absent or unexpected:
+        raise ValueError(
+            f"the checkpoint does not fit this run's adapters: {len(absent)} trained tensors "
+            f"missing, {len(unexpected)} unknown (e.g. {sorted(absent or unexpected)[0]})"
+        )
+
+
+def _trained(module: nn.Module) -> set[str]:
+    return {name for name, parameter in module.named_parameters() if parameter.requires_grad}
+
+
 def merged_state(module: nn.Module, adapters: Adapters | None) -> dict[str, Tensor]:
     """The network's tensors under their own names, adapters merged in, on the CPU."""
     if adapters is None:

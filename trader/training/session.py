@@ -19,7 +19,7 @@ from trader.training.distributed import barrier, wrap
 from trader.training.evaluation import Evaluation, evaluate
 from trader.training.evidence import Evidence
 from trader.training.loop import Record, Setup, run_loop
-from trader.training.lora import merged_state
+from trader.training.lora import load_checkpoint_state, merged_state
 from trader.training.order import Order
 from trader.training.outdir import OutputRefused
 from trader.training.plan import data_lines
@@ -57,7 +57,7 @@ def run_session(s: Session) -> int:
             p.trainee, wrap(p.trainee.objective, world, s.device.device), optimizer, scheduler,
             order, p.plan.train.refs, p.plan.validation_refs(finetune), world, s.device.device,
             s.device.autocast, finetune, max_steps, s.folder, evidence, progress, stop,
-            p.plan.split.as_dict(), p.identity,
+            p.plan.split.as_dict(), p.identity, p.adapters,
         )  # fmt: skip
         record = run_loop(setup, record)
     progress.close()
@@ -127,7 +127,10 @@ def _resume(
             f"{s.folder.last} was trained on another split ({payload['split']}, now "
             f"{p.plan.split.as_dict()}): the data changed; choose another --out"
         )
-    p.trainee.objective.load_state_dict(payload["model"])
+    try:
+        load_checkpoint_state(p.trainee.objective, payload["model"], p.adapters)
+    except ValueError as error:
+        raise OutputRefused(f"{s.folder.last}: {error}; choose another --out") from None
     optimizer.load_state_dict(payload["optimizer"])
     scheduler.load_state_dict(payload["scheduler"])
     checkpoint.restore_rng(payload["rng"], s.device.device)
@@ -164,7 +167,8 @@ def _export(s: Session, p: Prepared) -> None:
     published format: written beside DIR/weights, then moved into place."""
     best = s.folder.checkpoints / checkpoint.BEST
     if best.exists():
-        p.trainee.objective.load_state_dict(checkpoint.load(best, s.device.device)["model"])
+        state = checkpoint.load(best, s.device.device)["model"]
+        load_checkpoint_state(p.trainee.objective, state, p.adapters)
     staging = s.folder.root / ".weights.partial"
     shutil.rmtree(staging, ignore_errors=True)
     p.trainee.export(staging, merged_state(p.trainee.objective, p.adapters))
