@@ -11,19 +11,19 @@ import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from tqdm import tqdm
 
 from trader.config.schema import Settings
 from trader.domain import Fill, to_epoch_ms
+from trader.engine.forecasting import InlineExecutor
 from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
@@ -79,20 +79,6 @@ class _Watch:
 
     def on_state(self, status: TradingStatus) -> None:
         self.bar.set_postfix_str(f"{status.state}: {status.reason}"[:60])
-
-
-class InlineExecutor(Executor):
-    """Runs the forecaster in the calling thread. A backtest's forecasts are cache lookups
-    (microseconds) and nothing else waits on its loop: a hop to a worker thread per tick would
-    cost more than the lookup, most of all on a busy machine."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future: Future[T] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # handed to the awaiting caller, as a thread would
-            future.set_exception(error)
-        return future
 
 
 def remove_ledger(path: Path) -> None:

@@ -35,7 +35,7 @@ from trader.domain import (
 )
 from trader.domain.execution import Execution
 from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
-from trader.ledger.database import Database, LedgerError, transaction
+from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
@@ -122,7 +122,7 @@ _UPSERT_ORDER = """
 
 
 def _write_orders(
-    c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str | Sequence[str]
+    c: Statements, orders: Sequence[Order], at: datetime, detail: str | Sequence[str]
 ) -> None:
     """Each order's new state, and an event for it (callers pass only orders that changed);
     `detail` says why, once for all or one per order."""
@@ -138,7 +138,7 @@ def _write_orders(
     )
 
 
-def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio, symbols: Iterable[str]) -> None:
+def _write_portfolio(c: Statements, portfolio: Portfolio, symbols: Iterable[str]) -> None:
     """Cash, fees, and the positions of `symbols` (those the fills touched)."""
     c.execute(
         "UPDATE account SET cash = ?, fees_paid = ?",
@@ -186,12 +186,8 @@ class TradingLedger:
         return await self._db.run(_load)
 
     async def record_orders(self, orders: Sequence[Order], at: datetime, detail: str) -> None:
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_orders(c, orders, at, detail)
-
         if orders:
-            await self._db.run(write)
+            await self._db.write(lambda c: _write_orders(c, orders, at, detail))
 
     async def commit_tick(
         self,
@@ -206,27 +202,25 @@ class TradingLedger:
         crash leaves the tick whole or absent, never half-booked. A tick that moved no order
         and no money is not forced to disk: losing it to a power cut only means re-running it."""
 
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_executions(c, executions, portfolio, record.at)
-                c.executemany(
-                    "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
-                    "SET last_bar_start = excluded.last_bar_start",
-                    [(s, time_text(t)) for s, t in cursor.items()],
-                )
-                _write_tick(c, record)
-                if change is not None:
-                    _write_status_event(c, change)
+        def write(c: Statements) -> None:
+            _write_executions(c, executions, portfolio, record.at)
+            c.executemany(
+                "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
+                "SET last_bar_start = excluded.last_bar_start",
+                [(s, time_text(t)) for s, t in cursor.items()],
+            )
+            _write_tick(c, record)
+            if change is not None:
+                _write_status_event(c, change)
 
-        await self._db.run(write, durable=bool(executions) or change is not None)
+        await self._db.write(write, durable=bool(executions) or change is not None)
 
     async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_status(c, status, day)
-                _write_status_event(c, status)
+        def write(c: Statements) -> None:
+            _write_status(c, status, day)
+            _write_status_event(c, status)
 
-        await self._db.run(write)
+        await self._db.write(write)
 
     async def last_tick(self) -> datetime | None:
         """The last tick that completed, if any (None on a fresh ledger)."""
@@ -247,7 +241,7 @@ class TradingLedger:
 
 
 def _write_executions(
-    c: sqlite3.Connection,
+    c: Statements,
     executions: Sequence[Execution],
     portfolio: Portfolio,
     at: datetime,
@@ -263,7 +257,7 @@ def _write_executions(
         _write_portfolio(c, portfolio, touched)
 
 
-def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
+def _write_tick(c: Statements, record: TickRecord) -> None:
     tick = time_text(record.at)
     c.executemany(
         "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -291,7 +285,7 @@ def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
     )  # fmt: skip
 
 
-def _write_status_event(c: sqlite3.Connection, status: TradingStatus) -> None:
+def _write_status_event(c: Statements, status: TradingStatus) -> None:
     c.execute(
         "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
         (time_text(status.since), status.state.value, status.reason),
@@ -336,7 +330,7 @@ def read_forecast(row: Sequence[Any], timeframe: Timeframe) -> Forecast:
     return Forecast(symbol, model, parse_time(as_of), timeframe, steps, table, means)
 
 
-def _write_status(c: sqlite3.Connection, status: TradingStatus, day: DayMarks | None) -> None:
+def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:
     c.execute(
         "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)",
         (

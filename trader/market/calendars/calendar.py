@@ -205,6 +205,20 @@ class TradingCalendar:
         grid = self._grid(timeframe)
         return max(0, grid.below(before_ms) - grid.below(after_ms + 1))
 
+    def missing_between_many(
+        self, timeframe: Timeframe, after_ms: ArrayLike, before_ms: ArrayLike
+    ) -> Int64s:
+        """`missing_between` of each pair (vectorised)."""
+        after = np.asarray(after_ms, dtype=np.int64)
+        before = np.asarray(before_ms, dtype=np.int64)
+        if after.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if np.any(before < after):
+            raise ValueError("a bar comes before the one it should follow")
+        self._need(int(after.min()), int(before.max()))
+        grid = self._grid(timeframe)
+        return np.maximum(0, grid.below_many(before) - grid.below_many(after + 1))
+
     # -- bar ends ---------------------------------------------------------------------------
 
     def next_bar_end(self, timeframe: Timeframe, after_ms: int) -> int:
