@@ -122,7 +122,7 @@ class _SymbolPlanner:
 
     def _walk(self, times: Sequence[datetime]) -> list[SymbolTick]:
         """The data step's `_extend` and quote pricing, tick after tick."""
-        parsed, step_ms, settings = self.parsed, self.step_ms, self.settings
+        parsed, settings = self.parsed, self.settings
         needed = min(settings.min_contiguous_bars, self.capacity)
         max_age = timedelta(seconds=settings.max_quote_age_s)
         out: list[SymbolTick] = []

@@ -3,7 +3,8 @@
 keep the same windows, counts and statuses, on data with everything wrong with it: a missing
 candle, bad rows of each kind (the newest one too, and in the first fill), a market with
 sessions and a lunch break, a stock on trading days, FX on weekdays beside crypto (its
-quotes stale at crypto's weekend ticks), synthetic and locked quotes. Real recorded bars (tests/data and the files `backtesting` ships)."""
+quotes stale at crypto's weekend ticks), synthetic and locked quotes. Real recorded bars
+(tests/data and the files `backtesting` ships)."""
 
 from __future__ import annotations
 

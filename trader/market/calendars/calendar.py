@@ -217,7 +217,8 @@ class TradingCalendar:
             raise ValueError("a bar comes before the one it should follow")
         self._need(int(after.min()), int(before.max()))
         grid = self._grid(timeframe)
-        return np.maximum(0, grid.below_many(before) - grid.below_many(after + 1))
+        missing: Int64s = np.maximum(0, grid.below_many(before) - grid.below_many(after + 1))
+        return missing
 
     # -- bar ends ---------------------------------------------------------------------------
 
