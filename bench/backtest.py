@@ -41,7 +41,7 @@ from backtesting import Backtest, Strategy
 
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import forecast_ahead
-from trader.backtest.simulate import simulate
+from trader.backtest.simulate import replay_strategy as simulate
 from trader.backtest.windows import SymbolWindows
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings

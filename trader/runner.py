@@ -111,11 +111,13 @@ async def build_engine(
     start_market: bool = True,
     halt_policy: HaltPolicy = "wait",
     calendars: SymbolCalendars | None = None,
+    market: MarketDataStep | None = None,
 ) -> Engine:
     """Every part of the engine, recovered from the ledger at `database`. With
     `start_market=False` the caller starts `engine.market` itself (the daemon does, after
-    reconciling, and keeps trying while the exchange is unreachable)."""
-    market = MarketDataStep(
+    reconciling, and keeps trying while the exchange is unreachable). `market`: the data
+    step, when not the one fetching from `feed` (a backtest's plays a plan)."""
+    market = market or MarketDataStep(
         feed,
         settings.market,
         store=BarStore(database, keep=settings.market.context_bars * 2),

@@ -21,7 +21,7 @@ import torch
 
 from trader.domain import Forecast, Timeframe
 from trader.forecast.protocol import Forecaster
-from trader.ledger.trading import forecast_row, read_forecast
+from trader.ledger.forecast_rows import forecast_row, read_forecast
 
 FILE = "forecasts.sqlite3"
 # Attributes that count what happened (recompiles), not how forecasts are made.
@@ -152,6 +152,19 @@ class ForecastCache:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    def rows(self, keys: Iterable[bytes]) -> dict[bytes, tuple[object, ...]]:
+        """The stored rows of `keys` (those the cache holds), for `read_forecast`."""
+        wanted = list(keys)
+        found: dict[bytes, tuple[object, ...]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            columns = "key, symbol, model, as_of, steps, fields, levels, quantiles, mean"
+            query = f"SELECT {columns} FROM forecasts WHERE key IN ({marks})"  # noqa: S608
+            for key, *row in self._db.execute(query, chunk):
+                found[key] = tuple(row)
+        return found
 
     def get(self, key: bytes, timeframe: Timeframe) -> Forecast | None:
         row = self._db.execute(

@@ -19,6 +19,7 @@ from trader.backtest.cache import ForecastCache, describe_model, entry_key, mode
 from trader.backtest.windows import SymbolWindows, Window, epoch_ms
 from trader.domain import Forecast
 from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
+from trader.ledger.forecast_rows import read_forecast
 from trader.logging import get_logger
 
 
@@ -54,6 +55,18 @@ class CachedForecaster:
         self.key = key
         self.use = use
         self._log = get_logger("trader.backtest")
+        self._rows: dict[bytes, tuple[object, ...]] = {}
+
+    def load(self, ends: Mapping[str, Sequence[int]]) -> None:
+        """Read the cached forecasts of the windows closing at `ends` (per symbol, epoch ms)
+        into memory at once: the run then never waits on the cache's file."""
+        keys = [
+            entry_key(self.key, window.key)
+            for symbol, closes in ends.items()
+            for end in closes
+            if (window := self.windows[symbol].by_end.get(end)) is not None
+        ]
+        self._rows.update(self.cache.rows(keys))
 
     @property
     def mode(self) -> str:
@@ -80,8 +93,13 @@ class CachedForecaster:
         return self._read(window) if window is not None else None
 
     def _read(self, window: Window) -> Forecast | None:
+        """The cached forecast: checked when it was made, and stored exactly."""
         timeframe = self.windows[window.symbol].timeframe
-        return self.cache.get(entry_key(self.key, window.key), timeframe)
+        key = entry_key(self.key, window.key)
+        row = self._rows.get(key)
+        if row is not None:
+            return read_forecast(row, timeframe, check=False)
+        return self.cache.get(key, timeframe)
 
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         out: list[Forecast | None] = []
@@ -154,7 +172,9 @@ def forecast_ahead(
         "forecasts ready", model=model.name, windows=use.windows, computed=use.computed,
         reused=use.reused, placeholders=use.placeholders, batches=use.batches,
     )  # fmt: skip
-    return CachedForecaster(model, windows, cache, key, use)
+    served = CachedForecaster(model, windows, cache, key, use)
+    served.load(ticks)
+    return served
 
 
 def _batch(

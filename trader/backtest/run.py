@@ -32,7 +32,8 @@ from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, CacheUse, forecast_ahead
 from trader.backtest.hold import buy_and_hold
 from trader.backtest.quality import Quality, forecast_quality
-from trader.backtest.simulate import StrategyRun, simulate
+from trader.backtest.session import Replay, simulate
+from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
@@ -43,6 +44,7 @@ from trader.market.calendars.calendar import TradingCalendar
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
 from trader.market.replay_calendars import replay_calendars
+from trader.market.replay_plan import plan_replay
 from trader.runner import forecasters_for, replay_settings, spread_model, tick_times
 
 BUY_AND_HOLD = "buy_and_hold"
@@ -147,9 +149,13 @@ async def run_backtest(
     forecasters: Sequence[Forecaster] | None = None,
     ledgers: Path | None = None,
     progress: bool | None = None,
+    reference: bool = False,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
-    else to a temporary folder removed afterwards. No strategies: buy-and-hold alone."""
+    else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
+    `reference`: run each strategy as the daemon replays history (`runner.run_replay`, the
+    data step fetching rows and a ledger transaction every tick), which the backtest's own
+    run (`session.simulate`) must equal; slower."""
     log = get_logger("trader.backtest")
     settings = replay_settings(settings, recordings)
     replay = replay_calendars(settings.market, recordings)
@@ -204,14 +210,24 @@ async def run_backtest(
             for model in models
         ]
         result.forecast_seconds = time.perf_counter() - began
+        plan = None if reference else plan_replay(
+            recordings, replay.calendars, market, spread_model(settings), times
+        )  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
             folder = ledgers or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
             for strategy in strategies:
-                run = await simulate(
-                    settings, replay, cached, strategy, folder / f"ledger-{strategy}.sqlite3",
-                    begin=times[0], end=times[-1], ticks=len(times), progress=progress,
-                )  # fmt: skip
+                ledger = folder / f"ledger-{strategy}.sqlite3"
+                if plan is not None:
+                    shared = Replay(replay, times, plan)
+                    run = await simulate(
+                        settings, shared, cached, strategy, ledger, progress=progress
+                    )
+                else:  # or a calendar that does not cover its data: as the daemon replays
+                    run = await replay_strategy(
+                        settings, replay, cached, strategy, ledger,
+                        begin=times[0], end=times[-1], ticks=len(times), progress=progress,
+                    )  # fmt: skip
                 result.runs[strategy] = run
                 log.info(
                     "strategy done", strategy=strategy, seconds=round(run.seconds, 1),

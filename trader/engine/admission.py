@@ -34,7 +34,7 @@ class Admission:
         reconciled: bool,
     ) -> bool:
         """Whether the intent's order may be sent; a refusal goes into the report."""
-        order = intent.order
+        order = intent  # judged before its `Order` is made
         if not reconciled and self._risk.state is not TradingState.HALTED:
             verdict = Verdict(False, "unreconciled", "no complete reconciliation with the broker")
             report.refusals.append((order.symbol, verdict))

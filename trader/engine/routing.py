@@ -70,10 +70,11 @@ class OrderRouting:
                 self.log.info("plan dropped: filled while cancelling", symbol=symbol)
                 continue
             for intent in plan.intents:
-                cid = intent.order.client_order_id
-                status = account.recent.get(cid)
+                # Only the first tick after a restart can meet orders it already made.
+                recent = account.recent
+                status = recent.get(intent.order.client_order_id) if recent else None
                 if status is OrderStatus.PENDING:
-                    resend.append(account.unsent.get(cid, intent.order))
+                    resend.append(account.unsent.get(intent.order.client_order_id, intent.order))
                 elif status is None and self.admission.admit(
                     intent, data.ready[symbol], at, marks, books[symbol], report,
                     reconciled=reconciled,

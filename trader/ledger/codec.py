@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from trader.domain import ensure_utc
 
-_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+_WIDTH = len("2024-01-31T12:00:00.000000Z")
 
 
 def time_text(value: datetime) -> str:
@@ -18,7 +18,10 @@ def time_text(value: datetime) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    return datetime.strptime(text, _FORMAT).replace(tzinfo=UTC)
+    """What `time_text` wrote (fromisoformat: strptime costs fifty times as much)."""
+    if len(text) != _WIDTH or text[-1] != "Z" or text[10] != "T":
+        raise ValueError(f"{text!r} is not a ledger time such as 2024-01-31T12:00:00.000000Z")
+    return datetime.fromisoformat(text)
 
 
 def optional_time(text: str | None) -> datetime | None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -31,11 +29,11 @@ from trader.domain import (
     Position,
     Side,
     Signal,
-    Timeframe,
 )
 from trader.domain.execution import Execution
 from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
 from trader.ledger.database import Database, LedgerError, Statements, transaction
+from trader.ledger.forecast_rows import forecast_row
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
@@ -277,10 +275,10 @@ def _write_tick(c: Statements, record: TickRecord) -> None:
          money_text(record.exposure), record.drawdown),
     )  # fmt: skip
     _write_status(c, record.status, record.day)
+    skipped = json.dumps(dict(record.skipped), sort_keys=True) if record.skipped else "{}"
     c.execute(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
-        (tick, time_text(record.at), record.outcome, record.ready,
-         json.dumps(dict(record.skipped), sort_keys=True),
+        (tick, tick, record.outcome, record.ready, skipped,
          json.dumps(dict(record.timings), sort_keys=True)),
     )  # fmt: skip
 
@@ -290,44 +288,6 @@ def _write_status_event(c: Statements, status: TradingStatus) -> None:
         "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
         (time_text(status.since), status.state.value, status.reason),
     )
-
-
-def forecast_row(tick: str, forecast: Forecast) -> tuple[object, ...]:
-    """A forecast as exact float64 arrays (little-endian): quantiles field by field, level by
-    level, step by step; then the means field by field. Text would cost far more per tick."""
-    fields = list(forecast.quantiles)
-    quantiles = array(
-        "d", (v for f in fields for series in forecast.quantiles[f].values() for v in series)
-    )
-    mean = array("d", (v for f in fields for v in forecast.mean[f]))
-    if sys.byteorder != "little":
-        quantiles.byteswap()
-        mean.byteswap()
-    return (
-        tick, forecast.symbol, forecast.model, time_text(forecast.as_of), forecast.steps,
-        ",".join(fields),
-        ",".join(map(repr, forecast.levels)), quantiles.tobytes(), mean.tobytes(),
-    )  # fmt: skip
-
-
-def read_forecast(row: Sequence[Any], timeframe: Timeframe) -> Forecast:
-    """The forecast `forecast_row` wrote (`row` without its tick)."""
-    symbol, model, as_of, steps, field_text, level_text, quantile_blob, mean_blob = row
-    fields, levels = field_text.split(","), [float(q) for q in level_text.split(",")]
-    quantiles, mean = array("d"), array("d")
-    quantiles.frombytes(quantile_blob)
-    mean.frombytes(mean_blob)
-    if sys.byteorder != "little":
-        quantiles.byteswap()
-        mean.byteswap()
-    per_field = len(levels) * steps
-    table = {
-        f: {q: quantiles[i * per_field + j * steps : i * per_field + (j + 1) * steps]
-            for j, q in enumerate(levels)}
-        for i, f in enumerate(fields)
-    }  # fmt: skip
-    means = {f: mean[i * steps : (i + 1) * steps] for i, f in enumerate(fields)}
-    return Forecast(symbol, model, parse_time(as_of), timeframe, steps, table, means)
 
 
 def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:

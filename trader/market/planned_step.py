@@ -9,9 +9,12 @@ row judged, the bars missing, the skips by reason and each skipped symbol's stat
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import datetime
 
 from trader.config.market_settings import MarketSettings
+from trader.domain import Bar
+from trader.ledger.bars import BarStore
 from trader.market.calendars.per_symbol import SymbolCalendars
 from trader.market.feed import MarketData
 from trader.market.hygiene import ROW_PROBLEMS, SkipReason
@@ -22,7 +25,8 @@ from trader.market.step import MarketDataStep, SymbolData, TickData
 
 class PlannedDataStep(MarketDataStep):
     """`run` replays the plan; a time the plan does not hold is an error (the plan is made
-    for the run's ticks). The feed only answers `start` (it checks the symbols)."""
+    for the run's ticks). The feed only answers `start` (it checks the symbols). The bars
+    the store keeps are written once, by `save_bars` at the end of the run."""
 
     def __init__(
         self,
@@ -30,10 +34,20 @@ class PlannedDataStep(MarketDataStep):
         settings: MarketSettings,
         plan: ReplayPlan,
         calendars: SymbolCalendars,
+        *,
+        store: BarStore | None = None,
     ) -> None:
         super().__init__(feed, settings, calendars=calendars)
         self.plan = plan
         self._ticks = [(symbol, plan.symbols[symbol]) for symbol in settings.symbols]
+        self._planned_store = store
+        keep = store.keep if store is not None else 0
+        self._newest: dict[str, deque[Bar]] = {s: deque(maxlen=keep) for s in settings.symbols}
+
+    async def save_bars(self) -> None:
+        """What the store holds after the run: each symbol's newest accepted bars."""
+        if self._planned_store is not None:
+            await self._planned_store.save([b for bars in self._newest.values() for b in bars])
 
     async def run(self, now: datetime) -> TickData:
         index = self.plan.ticks.get(now)
@@ -82,6 +96,8 @@ class PlannedDataStep(MarketDataStep):
         window = self.windows[symbol]
         for bar, after_hole in tick.added:
             window.add(bar, after_hole=after_hole)
+        if tick.added and self._planned_store is not None:
+            self._newest[symbol].extend(bar for bar, _ in tick.added)
         if tick.judged is not None:
             self.judged[symbol] = tick.judged
         reason = tick.reason

@@ -15,18 +15,32 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, Protocol
 
 from trader.config.trading_settings import RiskSettings
-from trader.domain import Order, OrderType, Quote, QuoteSource, Side
+from trader.domain import OrderType, Quote, QuoteSource, Side
 from trader.risk.state import TradingState, TradingStatus
+
+
+class Proposed(Protocol):
+    """What the rules read of an order: an `Order`, or the plan's intent before its order
+    is made."""
+
+    @property
+    def side(self) -> Side: ...
+
+    @property
+    def type(self) -> OrderType: ...
+
+    @property
+    def amount(self) -> Decimal: ...
 
 
 @dataclass(frozen=True)
 class OrderCheck:
     """An order and what the risk engine needs to judge it."""
 
-    order: Order
+    order: Proposed
     price: Decimal  # where it should trade: its limit, or the touch for a market order
     quote: Quote
     position: Decimal  # signed amount held now
