@@ -5,9 +5,9 @@ the data step fetching and judging rows at every tick, a ledger transaction ever
 Same bars, models and settings: two symbols (one with a candle missing and a bad bar), fees
 and a spread, every strategy (maxdiff's resting limits filled in parts by a small volume
 share), the risk engine refusing orders and a loss limit halting them; an A-share stock in
-its sessions (nights and lunch breaks) with a halt that stops the run. Every table of the two ledgers must hold the same rows
-(but the stage timings, which are measurements), and every figure the report is made of must
-be equal.
+its sessions (nights and lunch breaks) with a halt that stops the run. Every table of the
+two ledgers must hold the same rows (but the stage timings, which are measurements), and every
+figure the report is made of must be equal.
 """
 
 from __future__ import annotations
