@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from trader.backtest.cache import ForecastCache, describe_model, entry_key, model_key
 from trader.backtest.windows import SymbolWindows, Window, epoch_ms
-from trader.domain import Forecast
+from trader.domain import Bar, Forecast
 from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
 from trader.ledger.forecast_rows import read_forecast
 from trader.logging import get_logger
@@ -55,18 +55,20 @@ class CachedForecaster:
         self.key = key
         self.use = use
         self._log = get_logger("trader.backtest")
-        self._rows: dict[bytes, tuple[object, ...]] = {}
+        self._rows: dict[tuple[str, int], tuple[object, ...]] = {}  # by symbol and close
 
     def load(self, ends: Mapping[str, Sequence[int]]) -> None:
         """Read the cached forecasts of the windows closing at `ends` (per symbol, epoch ms)
         into memory at once: the run then never waits on the cache's file."""
-        keys = [
-            entry_key(self.key, window.key)
-            for symbol, closes in ends.items()
-            for end in closes
-            if (window := self.windows[symbol].by_end.get(end)) is not None
-        ]
-        self._rows.update(self.cache.rows(keys))
+        for symbol, closes in ends.items():
+            by_end = self.windows[symbol].by_end
+            keys = {
+                entry_key(self.key, window.key): (symbol, end)
+                for end in closes
+                if (window := by_end.get(end)) is not None
+            }
+            for key, row in self.cache.rows(keys).items():
+                self._rows[keys[key]] = row
 
     @property
     def mode(self) -> str:
@@ -82,9 +84,9 @@ class CachedForecaster:
         if windows is None or len(bars) != windows.context:
             return None
         window = windows.by_end.get(epoch_ms(bars[-1]))
-        if window is None or windows.bars[window.first] != bars[0]:
+        if window is None or not _same(windows.bars[window.first], bars[0]):
             return None
-        return window if windows.bars[window.last] == bars[-1] else None
+        return window if _same(windows.bars[window.last], bars[-1]) else None
 
     def cached(self, symbol: str, end_ms: int) -> Forecast | None:
         """The cached forecast for the window closing at `end_ms`, if there is one."""
@@ -95,11 +97,10 @@ class CachedForecaster:
     def _read(self, window: Window) -> Forecast | None:
         """The cached forecast: checked when it was made, and stored exactly."""
         timeframe = self.windows[window.symbol].timeframe
-        key = entry_key(self.key, window.key)
-        row = self._rows.get(key)
+        row = self._rows.get((window.symbol, window.end_ms))
         if row is not None:
             return read_forecast(row, timeframe, check=False)
-        return self.cache.get(key, timeframe)
+        return self.cache.get(entry_key(self.key, window.key), timeframe)
 
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         out: list[Forecast | None] = []
@@ -122,6 +123,10 @@ class CachedForecaster:
             ):
                 out[i] = forecast
         return [f for f in out if f is not None]
+
+
+def _same(a: Bar, b: Bar) -> bool:
+    return a is b or a == b  # the same parse of the same row, most often
 
 
 def forecast_ahead(

@@ -210,8 +210,9 @@ async def run_backtest(
             for model in models
         ]
         result.forecast_seconds = time.perf_counter() - began
+        parsed = {s: w.parsed for s, w in windows.items()}
         plan = None if reference else plan_replay(
-            recordings, replay.calendars, market, spread_model(settings), times
+            recordings, replay.calendars, market, spread_model(settings), times, parsed
         )  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
             folder = ledgers or Path(scratch)

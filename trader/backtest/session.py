@@ -19,9 +19,11 @@ exact Decimal money. What the backtest does not pay for:
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -49,6 +51,21 @@ from trader.market.replay_calendars import ReplayCalendars
 from trader.market.replay_plan import ReplayPlan
 from trader.risk.state import TradingStatus
 from trader.runner import build_engine, replay_venue
+
+
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector off while the ticks run: a run keeps hundreds of thousands
+    of objects alive (the plan, the forecasts, the ledger's rows), which every full
+    collection would walk again and again, for the ticks' garbage that reference counting
+    frees anyway (a tick leaves no cycles). Back on, as it was, afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _Record:
@@ -139,7 +156,7 @@ async def simulate(
             hooks=record, inference=InlineExecutor(), halt_policy=settings.backtest.on_halt,
             calendars=venue.calendars, market=market,
         )  # fmt: skip
-        with bar:
+        with bar, _no_cycle_collection():
             try:
                 for at in times:
                     await engine.tick(at)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -97,6 +97,9 @@ class Quote:
     source: QuoteSource
     bid_size: Decimal | None = None
     ask_size: Decimal | None = None
+    # Worked out once: a tick asks for them many times (sizing, risk, valuation).
+    mid: Decimal = field(init=False, repr=False, compare=False)
+    spread_bps: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_symbol(self.symbol)
@@ -116,15 +119,17 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
+        with exact():
+            mid = (self.bid + self.ask) / 2
+        object.__setattr__(self, "mid", mid)
+        spread = self.spread
+        object.__setattr__(
+            self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
+        )
 
     @classmethod
     def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:
         return cls(symbol, last_close, last_close, at, QuoteSource.SYNTHETIC)
-
-    @property
-    def mid(self) -> Decimal:
-        with exact():
-            return (self.bid + self.ask) / 2
 
     @property
     def spread(self) -> Decimal | None:
@@ -133,13 +138,6 @@ class Quote:
             return None
         with exact():
             return self.ask - self.bid
-
-    @property
-    def spread_bps(self) -> float | None:
-        spread = self.spread
-        if spread is None:
-            return None
-        return float(spread / self.mid) * 10_000
 
     def age(self, now: datetime) -> timedelta:
         return ensure_utc(now, "now") - self.at

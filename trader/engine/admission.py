@@ -4,6 +4,7 @@ A refusal is kept in the tick's report with its rule and logged."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -52,6 +53,8 @@ class Admission:
         verdict = self._risk.check(check, at)
         if not verdict.accepted:
             report.refusals.append((order.symbol, verdict))
+            if not self._log.is_enabled_for(logging.INFO):
+                return False  # a backtest's log keeps to warnings: a refusal a tick
             self._log.info(
                 "order refused", symbol=order.symbol, rule=verdict.rule, reason=verdict.reason,
                 side=str(order.side), amount=str(order.amount), type=str(order.type),

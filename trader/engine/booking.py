@@ -37,8 +37,9 @@ class TickBooking:
         exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
         change = risk.observe_equity(at, equity) or account.halted_by
         account.halted_by = None
+        drawdown = risk.drawdown(equity)
         report.equity, report.status = equity, risk.status
-        report.marks, report.drawdown = marks, risk.drawdown(equity)
+        report.marks, report.drawdown = marks, drawdown
         report.daily_loss = risk.daily_loss(equity)
         record = TickRecord(
             at=at,
@@ -51,7 +52,7 @@ class TickBooking:
             equity=equity,
             cash=account.portfolio.cash,
             exposure=exposure,
-            drawdown=risk.drawdown(equity),
+            drawdown=drawdown,
             status=risk.status,
             day=risk.day,
         )

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 
 from trader.domain import ensure_utc
 
 _WIDTH = len("2024-01-31T12:00:00.000000Z")
 
 
+@lru_cache(maxsize=256)  # a tick writes its own time (and the trading state's) many times
 def time_text(value: datetime) -> str:
     """2024-01-31T12:00:00.000000Z: one width, so text order is time order."""
     if value.tzinfo is not UTC:

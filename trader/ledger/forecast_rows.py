@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from trader.domain import Forecast, Timeframe
@@ -24,7 +26,7 @@ class _StoredLevels(Mapping[float, Sequence[float]]):
 
     __slots__ = ("_index", "_offset", "_steps", "_values")
 
-    def __init__(self, values: array[float], offset: int, steps: int, index: dict[float, int]):
+    def __init__(self, values: array[float], offset: int, steps: int, index: Mapping[float, int]):
         self._values, self._offset, self._steps, self._index = values, offset, steps, index
 
     def __getitem__(self, level: float) -> tuple[float, ...]:
@@ -38,35 +40,50 @@ class _StoredLevels(Mapping[float, Sequence[float]]):
         return len(self._index)
 
 
+@lru_cache(maxsize=64)  # a run's forecasts share one layout
+def _layout(
+    field_text: str, level_text: str
+) -> tuple[tuple[str, ...], tuple[float, ...], Mapping[float, int]]:
+    """The fields, the levels and each level's place, as a stored row names them."""
+    levels = tuple(float(q) for q in level_text.split(","))
+    index = MappingProxyType({level: j for j, level in enumerate(levels)})
+    return tuple(field_text.split(",")), levels, index
+
+
 class StoredQuantiles(Mapping[str, Mapping[float, Sequence[float]]]):
     """A stored forecast's quantiles, field -> level -> steps; `row` is what was stored."""
 
-    __slots__ = ("_fields", "row")
+    __slots__ = ("_fields", "_values", "row")
 
-    def __init__(self, row: tuple[Any, ...], values: array[float], levels: list[float]):
-        self.row = row
-        steps = row[3]
-        index = {level: j for j, level in enumerate(levels)}
-        per_field = len(levels) * steps
-        self._fields = {
-            f: _StoredLevels(values, i * per_field, steps, index)
-            for i, f in enumerate(row[4].split(","))
-        }
+    def __init__(self, row: tuple[Any, ...], values: array[float]):
+        self.row, self._values = row, values
+        self._fields: dict[str, _StoredLevels] | None = None  # made when first read
+
+    def _tables(self) -> dict[str, _StoredLevels]:
+        if self._fields is None:
+            steps = self.row[3]
+            fields, levels, index = _layout(self.row[4], self.row[5])
+            per_field = len(levels) * steps
+            self._fields = {
+                f: _StoredLevels(self._values, i * per_field, steps, index)
+                for i, f in enumerate(fields)
+            }
+        return self._fields
 
     def __getitem__(self, field: str) -> Mapping[float, Sequence[float]]:
-        return self._fields[field]
+        return self._tables()[field]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
+        return iter(self._tables())
 
     def __len__(self) -> int:
-        return len(self._fields)
+        return len(self._tables())
 
 
 class _StoredMeans(Mapping[str, Sequence[float]]):
     __slots__ = ("_fields", "_steps", "_values")
 
-    def __init__(self, values: array[float], fields: list[str], steps: int) -> None:
+    def __init__(self, values: array[float], fields: Sequence[str], steps: int) -> None:
         self._values, self._steps = values, steps
         self._fields = {f: i for i, f in enumerate(fields)}
 
@@ -105,7 +122,7 @@ def read_forecast(row: Sequence[Any], timeframe: Timeframe, *, check: bool = Tru
     was checked when it was written (only the sizes are checked again) and reads the numbers
     from the stored arrays when they are asked for."""
     symbol, model, as_of, steps, field_text, level_text, quantile_blob, mean_blob = row
-    fields, levels = field_text.split(","), [float(q) for q in level_text.split(",")]
+    fields, levels, _ = _layout(field_text, level_text)
     quantiles, mean = array("d"), array("d")
     quantiles.frombytes(quantile_blob)
     mean.frombytes(mean_blob)
@@ -118,7 +135,7 @@ def read_forecast(row: Sequence[Any], timeframe: Timeframe, *, check: bool = Tru
     if not check:
         return Forecast.unchecked(
             symbol, model, parse_time(as_of), timeframe, steps,
-            StoredQuantiles(tuple(row), quantiles, levels), _StoredMeans(mean, fields, steps),
+            StoredQuantiles(tuple(row), quantiles), _StoredMeans(mean, fields, steps),
         )  # fmt: skip
     table = {
         f: {q: tuple(quantiles[i * per_field + j * steps : i * per_field + (j + 1) * steps])

@@ -38,6 +38,9 @@ from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
 _TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
+# json.dumps builds an encoder per call when given options: one of each, made once.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+_SORTED = json.JSONEncoder(sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,8 @@ def _write_executions(
     at: datetime,
     detail: str = "execution",
 ) -> None:
+    if not executions:
+        return
     _write_orders(c, [e.order for e in executions], at, [e.reason or detail for e in executions])
     c.executemany(
         "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -265,7 +270,7 @@ def _write_tick(c: Statements, record: TickRecord) -> None:
         "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
         [
             (tick, s.symbol, s.strategy, s.direction.value, s.reason,
-             json.dumps(dict(s.inputs), separators=(",", ":")))
+             _COMPACT.encode(dict(s.inputs)))
             for s in record.decisions
         ],
     )  # fmt: skip
@@ -275,11 +280,11 @@ def _write_tick(c: Statements, record: TickRecord) -> None:
          money_text(record.exposure), record.drawdown),
     )  # fmt: skip
     _write_status(c, record.status, record.day)
-    skipped = json.dumps(dict(record.skipped), sort_keys=True) if record.skipped else "{}"
+    skipped = _SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
     c.execute(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
         (tick, tick, record.outcome, record.ready, skipped,
-         json.dumps(dict(record.timings), sort_keys=True)),
+         _SORTED.encode(dict(record.timings))),
     )  # fmt: skip
 
 

@@ -68,14 +68,18 @@ def plan_replay(
     settings: MarketSettings,
     spread: SpreadModel,
     times: Sequence[datetime],
+    parsed: Mapping[str, Sequence[Bar | SkipReason]] | None = None,
 ) -> ReplayPlan | None:
     """The plan of a replay that runs the ticks `times` (in order) from a fresh ledger;
-    None where a calendar does not cover its recording and ticks."""
+    None where a calendar does not cover its recording and ticks. `parsed`: each
+    recording's rows already judged by `parse_row` (else they are judged here)."""
     if not times:
         return ReplayPlan({}, {s: [] for s in recordings})
     planned: dict[str, list[SymbolTick]] = {}
     for symbol, recording in recordings.items():
-        ticks = _SymbolPlanner(recording, calendars[symbol], settings, spread).plan(times)
+        rows = parsed.get(symbol) if parsed is not None else None
+        planner = _SymbolPlanner(recording, calendars[symbol], settings, spread, rows)
+        ticks = planner.plan(times)
         if ticks is None:
             return None
         planned[symbol] = ticks
@@ -89,6 +93,7 @@ class _SymbolPlanner:
         calendar: TradingCalendar,
         settings: MarketSettings,
         spread: SpreadModel,
+        parsed: Sequence[Bar | SkipReason] | None,
     ) -> None:
         self.symbol = recording.symbol
         self.timeframe: Timeframe = recording.timeframe
@@ -100,7 +105,9 @@ class _SymbolPlanner:
         self.starts = recording.starts
         self.ends = [start + self.step_ms for start in self.starts]
         # Every row judged once, as the data step judges it.
-        self.parsed = [parse_row(row, self.symbol, self.timeframe) for row in recording.rows]
+        if parsed is None or len(parsed) != len(recording.rows):
+            parsed = [parse_row(row, self.symbol, self.timeframe) for row in recording.rows]
+        self.parsed = parsed
 
     def plan(self, times: Sequence[datetime]) -> list[SymbolTick] | None:
         starts, calendar, timeframe = self.starts, self.calendar, self.timeframe

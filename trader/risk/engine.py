@@ -74,6 +74,7 @@ class DayMarks:
 
 
 OK = Verdict(True, "ok", "accepted")
+_MINUTE = timedelta(minutes=1)
 DAILY_LOSS = "daily loss"
 # wait: halted until a person resumes (the daemon). The others are backtest.on_halt's.
 HaltPolicy = Literal["wait", "stop", "resume_next_day", "reduce_only"]
@@ -112,14 +113,14 @@ class RiskEngine:
         return verdict
 
     def _judge(self, c: OrderCheck, at: datetime) -> Verdict:
-        rules = [self._halted, self._quote, self._reducing, self._rate]
-        if not c.reduces:
-            rules += [self._size, self._edge]
-        for rule in rules:
-            refusal = rule(c, at)
-            if refusal is not None:
-                return refusal
-        return OK
+        """The first rule that refuses, in their order, else OK."""
+        refusal = (
+            self._halted(c, at) or self._quote(c, at) or self._reducing(c, at)
+            or self._rate(c, at)
+        )  # fmt: skip
+        if refusal is None and not c.reduces:
+            refusal = self._size(c, at) or self._edge(c, at)
+        return refusal or OK
 
     def _halted(self, c: OrderCheck, at: datetime) -> Verdict | None:
         if self.state is TradingState.HALTED:
@@ -129,8 +130,9 @@ class RiskEngine:
     def _quote(self, c: OrderCheck, at: datetime) -> Verdict | None:
         if c.quote.source is QuoteSource.SYNTHETIC:
             return Verdict(False, "synthetic_quote", "the quote is synthetic: no real price")
-        if c.quote.age(at) > self.max_quote_age:
-            return Verdict(False, "stale_quote", f"the quote is {c.quote.age(at)} old")
+        age = c.quote.age(at)
+        if age > self.max_quote_age:
+            return Verdict(False, "stale_quote", f"the quote is {age} old")
         return None
 
     def _reducing(self, c: OrderCheck, at: datetime) -> Verdict | None:
@@ -139,7 +141,7 @@ class RiskEngine:
         return None
 
     def _rate(self, c: OrderCheck, at: datetime) -> Verdict | None:
-        while self._sent and at - self._sent[0] >= timedelta(minutes=1):
+        while self._sent and at - self._sent[0] >= _MINUTE:
             self._sent.popleft()
         most = self.settings.max_orders_per_minute
         if len(self._sent) >= most:
