@@ -154,7 +154,7 @@ async def simulate(
         engine = await build_engine(
             run_settings, venue.feed, database, times[0], forecasters=forecasters,
             hooks=record, inference=InlineExecutor(), halt_policy=settings.backtest.on_halt,
-            calendars=venue.calendars, market=market,
+            calendars=venue.calendars, market=market, quiet_ticks=True,
         )  # fmt: skip
         with bar, _no_cycle_collection():
             try:

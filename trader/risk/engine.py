@@ -107,13 +107,18 @@ class RiskEngine:
     # --- orders -----------------------------------------------------------------------------
 
     def check(self, c: OrderCheck, at: datetime) -> Verdict:
-        verdict = self._judge(c, at)
+        """The verdict; an accepted order counts as sent (the rate rule counts them)."""
+        verdict = self.judge(c, at)
         if verdict.accepted:
-            self._sent.append(at)
+            self.sent(at)
         return verdict
 
-    def _judge(self, c: OrderCheck, at: datetime) -> Verdict:
-        """The first rule that refuses, in their order, else OK."""
+    def sent(self, at: datetime) -> None:
+        """An order the checks accepted has been sent."""
+        self._sent.append(at)
+
+    def judge(self, c: OrderCheck, at: datetime) -> Verdict:
+        """The first rule that refuses, in their order, else OK; nothing is recorded."""
         refusal = (
             self._halted(c, at) or self._quote(c, at) or self._reducing(c, at)
             or self._rate(c, at)
