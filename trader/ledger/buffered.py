@@ -8,6 +8,8 @@ tick had been committed as it ended: each kind of statement runs in the order it
 Statements of different kinds run grouped by kind, which is the same because the ledger's
 statements of different tables never read each other's rows (only the foreign keys of order
 events and fills name orders, and a tick writes its orders before their events and fills).
+Of the statements that keep one row per key in place (the market cursor, the trading
+state: `trading.LATEST_ONLY`) only each key's last write is kept.
 A write the file refuses (a bug, or a full disk) therefore shows when it is written, not at
 the tick that made it: the run then fails as a whole.
 """
@@ -15,26 +17,40 @@ the tick that made it: the run then fails as a whole.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from trader.ledger.database import Database, Statements, transaction
+from trader.ledger.trading import LATEST_ONLY
 
 T = TypeVar("T")
 
 
 class StatementBuffer:
-    """Statements and their parameters, grouped by statement in the order first made."""
+    """Statements and their parameters, grouped by statement in the order first made.
+    `latest_only`: statements that keep one row per key (their function of the parameters),
+    updated in place, whose earlier writes of a key the last one makes moot."""
 
-    def __init__(self) -> None:
-        self.groups: dict[str, list[Any]] = {}
+    def __init__(
+        self, latest_only: Mapping[str, Callable[[Sequence[Any]], object]] | None = None
+    ) -> None:
+        self.groups: dict[str, list[Any] | dict[object, Any]] = {}
+        self._keys = dict(latest_only or {})
 
     def execute(self, sql: str, parameters: Any = (), /) -> None:
-        self.groups.setdefault(sql, []).append(parameters)
+        self.executemany(sql, (parameters,))
 
     def executemany(self, sql: str, parameters: Iterable[Any], /) -> None:
-        self.groups.setdefault(sql, []).extend(parameters)
+        group = self.groups.get(sql)
+        if group is None:
+            group = self.groups[sql] = {} if sql in self._keys else []
+        if isinstance(group, list):
+            group.extend(parameters)
+        else:
+            key = self._keys[sql]
+            for row in parameters:
+                group[key(row)] = row  # a key keeps its first place, takes the last row
 
     def write_to(self, connection: sqlite3.Connection) -> None:
         """Every statement kept, in one transaction; the buffer is then empty."""
@@ -42,7 +58,7 @@ class StatementBuffer:
             return
         with transaction(connection):
             for sql, rows in self.groups.items():
-                connection.executemany(sql, rows)
+                connection.executemany(sql, rows if isinstance(rows, list) else rows.values())
         self.groups = {}
 
 
@@ -52,7 +68,7 @@ class BufferedDatabase(Database):
 
     def __init__(self, path: Path, durable: bool = False) -> None:
         super().__init__(path, durable=False)
-        self.pending = StatementBuffer()
+        self.pending = StatementBuffer(LATEST_ONLY)
 
     async def write(self, work: Callable[[Statements], object], *, durable: bool = True) -> None:
         work(self.pending)

@@ -10,8 +10,9 @@ imply before anything trades.
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -41,6 +42,17 @@ _TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
 # json.dumps builds an encoder per call when given options: one of each, made once.
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 _SORTED = json.JSONEncoder(sort_keys=True)
+_MOVE_CURSOR = (
+    "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
+    "SET last_bar_start = excluded.last_bar_start"
+)
+_SET_STATE = "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)"
+# Statements that keep one row per key, updated in place: only the last write of each key
+# counts, in the order the keys were first written (a buffered ledger keeps no more).
+LATEST_ONLY: dict[str, Callable[[Sequence[Any]], object]] = {
+    _MOVE_CURSOR: operator.itemgetter(0),  # by symbol
+    _SET_STATE: lambda row: 1,  # the one row
+}
 
 
 @dataclass(frozen=True)
@@ -205,11 +217,7 @@ class TradingLedger:
 
         def write(c: Statements) -> None:
             _write_executions(c, executions, portfolio, record.at)
-            c.executemany(
-                "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
-                "SET last_bar_start = excluded.last_bar_start",
-                [(s, time_text(t)) for s, t in cursor.items()],
-            )
+            c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
             _write_tick(c, record)
             if change is not None:
                 _write_status_event(c, change)
@@ -297,7 +305,7 @@ def _write_status_event(c: Statements, status: TradingStatus) -> None:
 
 def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:
     c.execute(
-        "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)",
+        _SET_STATE,
         (
             status.state.value, status.reason, time_text(status.since),
             day.day.isoformat() if day else None,
