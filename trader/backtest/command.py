@@ -73,8 +73,9 @@ def run_backtest_command(
     settings = load(layer).settings
     # Imported here: numpy, matplotlib and the engine load only for this verb.
     from trader.backtest.findings import findings  # noqa: PLC0415
+    from trader.backtest.prepare import Period  # noqa: PLC0415
     from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
-    from trader.backtest.run import Period, run_backtest  # noqa: PLC0415
+    from trader.backtest.run import run_backtest  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
 
     if request.model:
