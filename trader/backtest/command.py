@@ -154,7 +154,7 @@ def _grid(
     from trader.backtest.grid_command import GridRequest, run_grid_command  # noqa: PLC0415
     from trader.backtest.prepare import Period  # noqa: PLC0415
 
-    asked = {"level": request.log_level, "format": request.log_format}
+    asked = {"level": request.log_level or "ERROR", "format": request.log_format}
     log = settings.log.model_copy(update={k: v for k, v in asked.items() if v})
     grid = GridRequest(
         request.grid, strategies, Period(request.begin, request.end), request.rank_by,

@@ -26,7 +26,7 @@ from trader.backtest.grid import (
     trial_settings,
 )
 from trader.backtest.grid_report import METRICS, Metric, ranked, terminal, write
-from trader.backtest.grid_runner import RayUnavailable, run_jobs
+from trader.backtest.grid_runner import RayUnavailable, ray_module, run_jobs
 from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
 from trader.backtest.trials import TrialResult
 from trader.backtest.walk_forward import Fold, WalkForwardError, folds, parse_spec
@@ -118,6 +118,11 @@ def _run(
             f"the grid makes {count:,} runs, more than backtest.max_trials ({limit:,}): give "
             "--yes to run them all, or fewer values",
         )
+    if request.ray is not None:
+        try:
+            ray_module()  # said before any forecast is computed
+        except RayUnavailable as error:
+            raise _Refused(EX_CONFIG, str(error)) from None
     try:
         _warm(settings, files, combos, request)
     except ModelUnavailable as error:

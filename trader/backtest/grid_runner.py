@@ -13,6 +13,7 @@ import logging
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
 
 from tqdm import tqdm
 
@@ -63,13 +64,19 @@ def _in_processes(
     return [r for r in results if r is not None]
 
 
-def _on_ray(
-    jobs: Sequence[TrialJob], address: str, done: Callable[[int], object]
-) -> list[TrialResult]:
+def ray_module() -> Any:
+    """Ray, or RayUnavailable saying how to get it."""
     try:
         import ray  # noqa: PLC0415 - an optional extra
     except ImportError:
         raise RayUnavailable(f"--ray needs Ray, which is not installed here: {RAY_HINT}") from None
+    return ray
+
+
+def _on_ray(
+    jobs: Sequence[TrialJob], address: str, done: Callable[[int], object]
+) -> list[TrialResult]:
+    ray = ray_module()
     try:
         ray.init(address=address, logging_level=logging.WARNING, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as error:

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from trader.backtest.command import BacktestRequest, run_backtest_command  # noqa: PLC0415
 
     # Decisions, orders and fills are in the backtest's ledgers: the log keeps to warnings
-    # unless asked for more.
+    # unless asked for more (a grid's runs to errors: each run's report says what happened).
+    asked_level = args.log_level
     args.log_level = args.log_level or "WARNING"
     request = BacktestRequest(
         data=args.data,
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         ray=args.ray,
         yes=args.yes,
-        log_level=args.log_level,
+        log_level=asked_level,
         log_format=args.log_format,
     )
     return run_backtest_command(request, loader(args))
