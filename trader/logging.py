@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 import structlog
@@ -28,16 +27,21 @@ _CHATTY = ("ccxt", "urllib3", "asyncio", "apscheduler", "httpx", "filelock")
 __all__ = ["adopt_library_loggers", "configure_logging", "get_logger", "log_context"]
 
 
-@contextmanager
-def log_context(**values: Any) -> Iterator[None]:
+class log_context:
     """Bind `values` to every line logged in the block; what they were before comes back
     after it. (structlog's bound_contextvars copies the whole context twice: too much for a
     backtest's tens of thousands of ticks.)"""
-    tokens = bind_contextvars(**values)
-    try:
-        yield
-    finally:
-        reset_contextvars(**tokens)
+
+    __slots__ = ("_tokens", "_values")
+
+    def __init__(self, **values: Any) -> None:
+        self._values = values
+
+    def __enter__(self) -> None:
+        self._tokens = bind_contextvars(**self._values)
+
+    def __exit__(self, *error: object) -> None:
+        reset_contextvars(**self._tokens)
 
 
 class _Redact:

@@ -32,7 +32,8 @@ class TickBooking:
         self, data: TickData | None, at: datetime, report: TickReport, hooks: EngineHooks
     ) -> None:
         account, risk = self.account, self.risk
-        marks = current_marks(self.market.windows, data)
+        # The orders stage valued the same windows and quotes already, when it ran.
+        marks = report.marks or current_marks(self.market.windows, data)
         equity = account.portfolio.equity(marks)
         exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
         change = risk.observe_equity(at, equity) or account.halted_by

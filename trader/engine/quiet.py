@@ -73,7 +73,7 @@ class QuietTicks:
         if not decisions:
             return True
         portfolio = self.account.portfolio
-        marks = current_marks(self.market.windows, data)
+        marks = report.marks = current_marks(self.market.windows, data)
         books = books_for(decisions, at, portfolio, marks, ())
         refused: list[tuple[Intent, Verdict]] = []
         for symbol, decision in decisions.items():

@@ -50,7 +50,7 @@ class OrderRouting:
     ) -> None:
         """Size, check and send the tick's orders; what the broker did is booked in memory."""
         account = self.account
-        marks = current_marks(self.market.windows, data)
+        marks = report.marks = current_marks(self.market.windows, data)
         books = books_for(decisions, at, account.portfolio, marks, self.broker.open_orders())
         plans = plan_orders(planner, decisions, data, at, self.instruments, books)
         # Each plan's cancels first, then its new orders through the risk checks.
