@@ -6,7 +6,7 @@ filled first (untimed): two strategies x position_fraction 0.1, 0.2 x ci_guard.k
 acceptance: at most 0.6); `same_figures` whether every run's figures agree between the two.
 The machine's load while it ran is in `load_before`: timings on a shared machine vary.
 
-    .venv/bin/python bench/backtest_grid.py [--data DIR|FILE] [--from DATE]
+    .venv/bin/python bench/backtest_grid.py [--data DIR|FILE] [--from DATE] [--quick]
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from trader.domain import from_epoch_ms
+from trader.market.replay import read_recording
 
 DEFAULT_DATA = Path(
     os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -57,11 +60,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--from", dest="begin", help="first tick (default: the whole file)")
+    parser.add_argument("--quick", action="store_true", help="the file's last 500 bars")
     args = parser.parse_args()
     path = args.data if args.data.is_file() else args.data / "SOLUSDT_1h.csv"
     if not path.is_file():
         sys.stderr.write(f"no {path}: pass --data DIR or FILE\n")
         return 2
+    if args.quick:
+        rows = read_recording(path).rows
+        args.begin = from_epoch_ms(rows[-500][0]).strftime("%Y-%m-%dT%H:%M")
     period = ["--from", args.begin] if args.begin else []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 
 import numpy as np
 
@@ -50,8 +51,9 @@ class Prepared:
         ticks = self.ticks_ms.tolist()
         return {s: [t for t in ticks if t in w.by_end] for s, w in self.windows.items()}
 
+    @cached_property
     def plan(self) -> ReplayPlan | None:
-        """The data step's plan for the ticks (None: see `plan_replay`)."""
+        """The data step's plan for the ticks (None: see `plan_replay`), made once."""
         parsed = {s: w.parsed for s, w in self.windows.items()}
         settings = self.settings
         return plan_replay(

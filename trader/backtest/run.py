@@ -30,7 +30,7 @@ from trader.backtest.activity import (
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, CacheUse
 from trader.backtest.hold import buy_and_hold
-from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
+from trader.backtest.prepare import WHOLE, Period, Prepared, forecast_all, prepare
 from trader.backtest.quality import Quality, forecast_quality
 from trader.backtest.session import Replay, simulate
 from trader.backtest.simulate import StrategyRun, replay_strategy
@@ -42,7 +42,7 @@ from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
-from trader.runner import forecasters_for, spread_model
+from trader.runner import forecasters_for, replay_settings, spread_model
 
 BUY_AND_HOLD = "buy_and_hold"
 PORTFOLIO = "portfolio"
@@ -123,15 +123,23 @@ async def run_backtest(
     ledgers: Path | None = None,
     progress: bool | None = None,
     reference: bool = False,
+    shared: tuple[Prepared, Sequence[CachedForecaster]] | None = None,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
     `reference`: run each strategy as the daemon replays history (`runner.run_replay`, the
     data step fetching rows and a ledger transaction every tick), which the backtest's own
-    run (`session.simulate`) must equal; slower."""
+    run (`session.simulate`) must equal; slower. `shared`: what an earlier run on the same
+    files, period and market and forecast settings prepared and forecast (a grid's worker
+    keeps it for its next runs)."""
     log = get_logger("trader.backtest")
-    ready = prepare(settings, recordings, period)
-    settings, replay, times, windows = ready.settings, ready.replay, ready.times, ready.windows
+    if shared is None:
+        ready = prepare(settings, recordings, period)
+        settings = ready.settings
+    else:
+        ready = shared[0]
+        settings = replay_settings(settings, recordings)
+    replay, times, windows = ready.replay, ready.times, ready.windows
     result = Backtest(
         settings, [r.path for r in replay.recordings.values()], ready.ticks_ms,
         ready.annualisation, notes=ready.notes, warnings=ready.warnings,
@@ -139,22 +147,29 @@ async def run_backtest(
     if not strategies:  # buy-and-hold only: no model, no engine
         _score(result, windows, spread_model(settings))
         return result
-    models = list(forecasters) if forecasters is not None else forecasters_for(settings)
     cache = ForecastCache(settings.backtest.cache_dir)
     try:
         began = time.perf_counter()
-        cached, wanted = forecast_all(ready, models, cache, progress)
+        if shared is None:
+            models = list(forecasters) if forecasters is not None else forecasters_for(settings)
+            cached, wanted = forecast_all(ready, models, cache, progress)
+        else:
+            cached, wanted = list(shared[1]), ready.wanted()
         result.forecast_seconds = time.perf_counter() - began
-        plan = None if reference else ready.plan()
+        plan = None if reference else ready.plan
         with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
             folder = ledgers or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
             for strategy in strategies:
                 ledger = folder / f"ledger-{strategy}.sqlite3"
                 if plan is not None:
-                    shared = Replay(replay, times, plan)
                     run = await simulate(
-                        settings, shared, cached, strategy, ledger, progress=progress
+                        settings,
+                        Replay(replay, times, plan),
+                        cached,
+                        strategy,
+                        ledger,
+                        progress=progress,
                     )
                 else:  # or a calendar that does not cover its data: as the daemon replays
                     run = await replay_strategy(

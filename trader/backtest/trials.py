@@ -9,7 +9,9 @@ cache from the paths they are given (on a Ray cluster, paths every node shares).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,15 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
+from trader.backtest.cache import ForecastCache
 from trader.backtest.deflated import ReturnMoments, moments
 from trader.backtest.findings import findings
+from trader.backtest.forecasts import CachedForecaster
 from trader.backtest.grid import Trial, TrialJob
+from trader.backtest.prepare import Prepared, forecast_all, prepare
 from trader.backtest.report import write_report
 from trader.backtest.run import BUY_AND_HOLD, Line, run_backtest
 from trader.backtest.stats import Performance, returns
 from trader.logging import configure_logging
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording, read_recordings
+from trader.runner import forecasters_for, model_names
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ def run_trial(job: TrialJob) -> TrialResult:
         run_backtest(
             job.settings, {trial.symbol: recording}, strategies=[trial.strategy],
             period=trial.period, ledgers=ledgers, progress=False,
+            shared=_SHARED.get(job, recording),
         )
     )  # fmt: skip
     report = None
@@ -77,6 +84,43 @@ def run_trial(job: TrialJob) -> TrialResult:
 def _line(lines: Sequence[Line], strategy: str, symbol: str) -> Line:
     (found,) = [x for x in lines if x.strategy == strategy and x.symbol == symbol]
     return found
+
+
+class _Shared:
+    """What a worker prepared and forecast for its last runs, for its next ones on the same
+    file, period, market and forecast settings (most grids vary only the strategy's and the
+    risk's settings): the data step's plan, the windows, the forecasts read from the cache."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.entries: OrderedDict[str, tuple[Prepared, list[CachedForecaster], ForecastCache]]
+        self.entries = OrderedDict()
+
+    def get(self, job: TrialJob, recording: Recording) -> tuple[Prepared, list[CachedForecaster]]:
+        settings, trial = job.settings, job.trial
+        key = json.dumps(
+            [str(job.file), trial.symbol, repr(job.reading), repr(trial.period),
+             settings.market.model_dump(mode="json"), settings.forecast.model_dump(mode="json"),
+             settings.backtest.batch_windows, str(settings.backtest.cache_dir),
+             model_names(settings)],
+            sort_keys=True, default=str,
+        )  # fmt: skip
+        if key in self.entries:
+            self.entries.move_to_end(key)
+        else:
+            ready = prepare(settings, {trial.symbol: recording}, trial.period)
+            cache = ForecastCache(settings.backtest.cache_dir)
+            cached, _ = forecast_all(ready, forecasters_for(ready.settings), cache, False)
+            self.entries[key] = (ready, cached, cache)
+            while len(self.entries) > self.keep:
+                _, (_, _, old) = self.entries.popitem(last=False)
+                old.close()
+        ready, cached, _ = self.entries[key]
+        return ready, cached
+
+
+# One per worker process: its runs follow one another, each preparing nothing the last made.
+_SHARED = _Shared(keep=2)
 
 
 @lru_cache(maxsize=8)  # a worker runs many trials of the same files
