@@ -37,7 +37,8 @@ KEEP = ("run", "strategy", "params", "sharpe", "total_return", "max_drawdown", "
 
 def backtest(path: Path, cache: Path, *args: str) -> float:
     """Seconds `trader backtest --data path ...args` took."""
-    env = dict(os.environ, TRADER_BACKTEST__CACHE_DIR=str(cache))
+    env = {k: v for k, v in os.environ.items() if k != "TRADER_SHARED_DATA"}  # not a setting
+    env["TRADER_BACKTEST__CACHE_DIR"] = str(cache)
     began = time.perf_counter()
     done = subprocess.run(
         [str(TRADER), "backtest", "--data", str(path), "--model", "baseline", *args],
