@@ -66,13 +66,16 @@ def shifted_fx(onto_ms: int, rows: slice) -> Recording:
     return replace(eurusd, rows=moved, naive_times=False)
 
 
-async def compare(recordings: Mapping[str, Recording], **market: object) -> dict[str, int]:
-    """Both steps over every tick of the replay; the skips of the planned one, by reason."""
+async def compare(
+    recordings: Mapping[str, Recording], first: int = 0, **market: object
+) -> dict[str, int]:
+    """Both steps over the replay's ticks from the `first`-th (a backtest's --from: the first
+    window fills from the bars before it); the skips of the planned one, by reason."""
     values = {"context_bars": CONTEXT, "min_contiguous_bars": 12}
     whole = replay_settings(Settings(market=values | market), recordings)
     settings, spread = whole.market, spread_model(whole)
     replay = replay_calendars(settings, recordings)
-    times = tick_times(replay.recordings, CONTEXT, replay.calendars)
+    times = tick_times(replay.recordings, CONTEXT, replay.calendars)[first:]
     plan = plan_replay(replay.recordings, replay.calendars, settings, spread, times)
     assert plan is not None
     clock = SimulatedClock(times[0])
@@ -97,13 +100,14 @@ async def compare(recordings: Mapping[str, Recording], **market: object) -> dict
     return {str(k): v for k, v in planned.skips.counts.items()}
 
 
-def run(recordings: Mapping[str, Recording], **market: object) -> dict[str, int]:
-    return asyncio.run(compare(recordings, **market))
+def run(recordings: Mapping[str, Recording], first: int = 0, **market: object) -> dict[str, int]:
+    return asyncio.run(compare(recordings, first, **market))
 
 
 @pytest.mark.parametrize("policy", ["skip", "bridge"])
 def test_crypto_with_holes_and_bad_rows_of_every_kind(policy):
     skips = run({"SOL/USDT": broken(sol())}, gap_policy=policy)
+    run({"SOL/USDT": broken(sol())}, first=140, gap_policy=policy)  # a period begun later
     for reason in ("invalid_bar", "inconsistent_bar", "negative_volume", "non_positive_price"):
         assert skips[reason] >= 1, reason  # the test met each kind of bad row
     assert skips["missing_bar"] == 4
