@@ -19,6 +19,19 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def reset_peak_rss() -> None:
+    """Linux: restart the peak-RSS (VmHWM) count from the current RSS (ru_maxrss too)."""
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS since it started or since `reset_peak_rss`."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
 def median_ms(run: Callable[[], object], repeats: int, warmup: int) -> float:
     # Untimed runs first: a fresh process's first forecasts pay for first-touch page faults
     # (expensive in a VM) until the allocator's pools have grown; a daemon pays that once.

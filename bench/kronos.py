@@ -41,6 +41,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import peak_rss_mb, reset_peak_rss, rss_mb  # noqa: E402
 from tests.integration.kronos_reference import (  # noqa: E402
     SMALL,
     Checkpoints,
@@ -61,23 +62,6 @@ DATA = "XSHG_600977_5min.csv"
 SAMPLED = {"T": 1.0, "top_k": 0, "top_p": 0.9}
 GREEDY = {"T": 1.0, "top_k": 1, "top_p": 1.0}
 RTOL = 1e-5
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def _reset_peak_rss() -> None:
-    """Linux: restart the peak-RSS (VmHWM) count from the current RSS."""
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-
-
-def _peak_rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
 
 
 def _timed(run: Any, repeats: int, warmup: int) -> list[float]:
@@ -102,7 +86,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     windows = [frame.iloc[i * 250 : i * 250 + args.context] for i in range(args.symbols)]
     if args.implementation == "reference":
         predictor = reference_predictor(checkpoints, SMALL.max_context)
-        loaded = _rss_mb()
+        loaded = rss_mb()
         outputs: list[Any] = []
 
         def run() -> None:
@@ -126,7 +110,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
             ForecastRequest(f"S{i}/CNY", bars(w, symbol=f"S{i}/CNY"), args.horizon, [0.5])
             for i, w in enumerate(windows)
         ]
-        loaded = _rss_mb()
+        loaded = rss_mb()
         outputs = []
 
         def run() -> None:
@@ -136,10 +120,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
                 paths = forecaster.paths(requests)
             outputs[:] = [paths[0].mean(0).numpy()]
 
-    loading_peak = _peak_rss_mb()
-    _reset_peak_rss()  # resets ru_maxrss too: the loading peak is kept above
+    loading_peak = peak_rss_mb()
+    reset_peak_rss()  # resets ru_maxrss too: the loading peak is kept above
     latencies = _timed(run, args.repeats, args.warmup)
-    forecast_peak = _peak_rss_mb()
+    forecast_peak = peak_rss_mb()
     return {
         "ms_median": statistics.median(latencies),
         "ms_min": min(latencies),

@@ -67,6 +67,17 @@ AGREED_METRICS = frozenset(
         "trader_daily_loss_ratio",
         "trader_risk_limit_ratio",
         "trader_model_forced_eager",
+        # Forecast skill and inference stability (issue 18).
+        "trader_forecast_crps",
+        "trader_forecast_mase",
+        "trader_forecast_coverage",
+        "trader_forecast_skill_vs_naive",
+        "trader_forecast_skill_window_forecasts",
+        "trader_forecast_scores_total",
+        "trader_forecasts_total",
+        "trader_forecasts_unusable_total",
+        "trader_forecast_spread_ratio",
+        "trader_forecast_median_jumps_total",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

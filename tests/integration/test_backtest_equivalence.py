@@ -91,7 +91,7 @@ def ledger(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows in their stored order (the stage timings left out)."""
     with sqlite3.connect(path) as c:
         tables = [t for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        out = {t: c.execute(f"SELECT * FROM {t}").fetchall() for t in tables}  # noqa: S608
+        out = {t: c.execute(f"SELECT * FROM {t}").fetchall() for t in tables}  # noqa: S608 - names from sqlite_master
         out["ticks"] = c.execute(
             "SELECT at, finished_at, outcome, ready, skipped FROM ticks"
         ).fetchall()

@@ -121,7 +121,7 @@ def test_the_same_grid_on_a_local_ray_cluster_gives_the_same_figures(grid, tmp_p
 
 def test_a_walk_forward_reports_only_its_test_windows(tmp_path):
     done = trader(
-        tmp_path, "--from", "2020-10-25", "--to", "2020-11-14", "--strategy", "simple",
+        tmp_path, "--from", "2020-10-25", "--to", "2020-11-13", "--strategy", "simple",
         "--grid", "strategy.position_fraction=0.1,0.3", "--grid", "risk.min_edge_bps=0",
         "--walk-forward", "200/100", "--jobs", "2", "--out", str(tmp_path / "out"),
     )  # fmt: skip

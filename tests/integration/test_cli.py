@@ -17,6 +17,7 @@ import torch
 from tests.integration.conftest import TRADER, clean_env
 from tests.recorded import SOLUSDT_1H, lines
 from tests.unit.forecast.toto.builders import write_checkpoint
+from trader.forecast.random_weights import write_random_toto2
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +226,21 @@ def test_forecast_refuses_cuda_on_a_machine_without_it_and_bad_data(cli, tmp_pat
     empty = cli.run("forecast", "--model", "baseline", "--data", str(tmp_path / "ABCUSDT_1h.csv"))
     assert empty.returncode == 65
     assert "ABCUSDT_1h.csv" in empty.stderr
+
+
+def test_forecast_with_toto2_on_random_weights_says_they_are_random(cli, tmp_path):
+    weights = write_random_toto2(tmp_path / "toto2", "small").directory
+    args = ["forecast", "--model", "toto2", "--weights", str(weights), "--data", str(SOLUSDT_1H)]
+    result = cli.run(*args, "--context", "100", "--horizon", "24", "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    first, second = result.stdout.splitlines()[:2]
+    assert first.startswith("warning: RANDOM weights in a small toto2 architecture")
+    assert second.startswith("toto2 forecast for SOL/USDT 1h after")
+    assert "100 bars of context, no samples" in second
+    report = json.loads(cli.run(*args, "--context", "100", "--horizon", "24", "--json").stdout)
+    assert report["random_weights"].startswith("RANDOM weights")
+    close = report["fields"]["close"]
+    assert len(close["mean"]) == 24
+    assert (
+        close["quantiles"]["0.1"][0] <= close["quantiles"]["0.5"][0] <= close["quantiles"]["0.9"][0]
+    )

@@ -71,6 +71,7 @@ def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(cli
             assert retained.retained
             assert retained.body["trading_state"] == "active"
             assert retained.body["model"] == "baseline"
+            assert retained.body["quote_source"] == "modelled"  # a replay's quotes are not real
             assert stop(daemon) == 0
         watcher.wait_for(is_status("offline", "stopped"), "the goodbye status")
         received = watcher.snapshot()
@@ -81,10 +82,18 @@ def test_events_arrive_in_order_with_their_schema_and_the_status_is_retained(cli
         assert m.body["schema"] == f"trader.{kind}/1"
         assert m.body["instance"] == "mq1"
     assert all(m.topic == "trader/mq1/forecast/SOL-USDT" for m in events if "/forecast/" in m.topic)
+    [started] = [line for line in daemon.lines if line["event"] == "starting"]
+    assert started["quote_source"] == "modelled"
     # In order: tick by tick, and inside a tick forecast, decision, orders, fills, then P&L.
     ticked = [(m.body["at"], ORDER[k]) for m, k in zip(events, kinds, strict=True)
               if k != "pnl" or m.body["source"] == "tick"]  # fmt: skip
     assert ticked == sorted(ticked)
+    # Each forecast scored once its horizon closed, on a topic of its own.
+    scores = [m for m in received if "/forecast_score/" in m.topic]
+    assert scores
+    assert all(m.topic == "trader/mq1/forecast_score/SOL-USDT" for m in scores)
+    assert {m.body["schema"] for m in scores} == {"trader.forecast_score/1"}
+    assert all(m.body["model"] == "baseline" and m.body["crps"] >= 0 for m in scores)
     fill = next(m.body for m in events if m.topic.endswith("/fill"))
     assert {"fill_id", "client_order_id", "price", "amount", "fee", "side"} <= set(fill)
     assert isinstance(fill["price"], str)  # exact decimals travel as strings
@@ -140,47 +149,48 @@ def test_a_broker_outage_never_stops_trading_drops_are_counted_and_the_link_come
     assert warnings, "the outage was not logged"
 
 
+def send(watcher: Subscriber, topic: str, payload: bytes) -> dict:
+    """Publish a command; its answer on cmd/result."""
+    before = len([m for m in watcher.snapshot() if m.topic.endswith("cmd/result")])
+    watcher.publish(topic, payload)
+    answers = wait_until(
+        lambda: [m.body for m in watcher.snapshot() if m.topic.endswith("cmd/result")][before:],
+        "the command's result",
+    )
+    return answers[0]
+
+
 def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
     cli, tmp_path, broker
 ):
     ledger = tmp_path / "ledger.sqlite3"
-    daemon = start(
-        cli, tmp_path, broker, "mq4", TRADER_MQTT__COMMANDS_ENABLED="true",
-        TRADER_MQTT__COMMAND_SECRET=SECRET,
-    )  # fmt: skip
+    # A window long enough to outlast a restart: the replay after it must meet the nonce.
+    commands = {"TRADER_MQTT__COMMANDS_ENABLED": "true", "TRADER_MQTT__COMMAND_SECRET": SECRET,
+                "TRADER_MQTT__COMMAND_WINDOW_S": "600"}  # fmt: skip
+    daemon = start(cli, tmp_path, broker, "mq4", **commands)
     cmd = "trader/mq4/cmd"
     with Subscriber(broker, "trader/mq4/#") as watcher, running(daemon):
         port = metrics_port(daemon)
         watcher.wait_for(is_status("ready"), "status ready", timeout=60)
 
-        def send(payload: bytes) -> dict:
-            before = len([m for m in watcher.snapshot() if m.topic.endswith("cmd/result")])
-            watcher.publish(cmd, payload)
-            answers = wait_until(
-                lambda: [m.body for m in watcher.snapshot() if m.topic.endswith("cmd/result")][
-                    before:
-                ],
-                "the command's result",
-            )
-            return answers[0]
-
         unsigned = json.dumps({"command": "pause", "timestamp": int(time.time()),
                                "nonce": "0123456789ab"}).encode()  # fmt: skip
-        assert send(unsigned)["result"] == "malformed"
-        forged = sign("not-the-secret-at-all-0000", "pause", timestamp=int(time.time()))
-        assert send(forged)["result"] == "bad_signature"
+        assert send(watcher, cmd, unsigned)["result"] == "malformed"
+        forged = sign("not-the-secret-at-all-0000", "pause", topic=cmd, timestamp=int(time.time()))
+        assert send(watcher, cmd, forged)["result"] == "bad_signature"
         assert metric(port, "trader_trading_state", state="active") == 1
 
-        pause = sign(SECRET, "pause", timestamp=int(time.time()))
-        assert send(pause)["result"] == "accepted"
+        pause = sign(SECRET, "pause", topic=cmd, timestamp=int(time.time()))
+        assert send(watcher, cmd, pause)["result"] == "accepted"
         assert metric(port, "trader_trading_state", state="halted") == 1
         watcher.wait_for(
             lambda m: is_status("ready")(m) and m.body.get("trading_state") == "halted",
             "the status saying halted",
         )
         booked = len(ticks(ledger))
-        assert send(pause)["result"] == "replayed"  # captured and sent again
-        assert send(sign(SECRET, "resume", timestamp=int(time.time())))["result"] == "accepted"
+        assert send(watcher, cmd, pause)["result"] == "replayed"  # captured and sent again
+        resume = sign(SECRET, "resume", topic=cmd, timestamp=int(time.time()))
+        assert send(watcher, cmd, resume)["result"] == "accepted"
         assert metric(port, "trader_trading_state", state="active") == 1
         assert len(ticks(ledger)) > booked  # ticking all along
 
@@ -189,6 +199,13 @@ def test_only_signed_fresh_commands_are_obeyed_the_rest_are_refused_and_counted(
             assert counted == 1, result
         assert stop(daemon) == 0
     assert SECRET not in json.dumps(daemon.lines)
+
+    # Restarted on the same ledger: the captured pause is still refused, its nonce kept there.
+    again = start(cli, tmp_path, broker, "mq4", **commands)
+    with Subscriber(broker, "trader/mq4/#") as watcher, running(again):
+        watcher.wait_for(is_status("ready"), "status ready after the restart", timeout=60)
+        assert send(watcher, cmd, pause)["result"] == "replayed"
+        assert stop(again) == 0
 
 
 def test_tls_and_credentials_are_used_and_a_wrong_password_never_stops_trading(cli, tmp_path):

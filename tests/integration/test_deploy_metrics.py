@@ -6,6 +6,7 @@ bars with the baseline model, so no weights or network are needed."""
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
 import sys
@@ -236,3 +237,28 @@ def test_the_status_panels_show_data(prometheus: RunningPrometheus, title: str):
     # The first panel of that title: the status row at the top.
     query = next(q for q in dashboard_queries() if q.where.split("panel ")[-1] == f"{title!r} A")
     assert prometheus.query(plain(query.expr))["result"], query.expr
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Skill against no change",
+        "CRPS of the forecast return",
+        "MASE of the median",
+        "Interval coverage",
+        "Unusable forecasts",
+        "Predicted spread over realised volatility",
+        "Forecasts scored",
+    ],
+)
+def test_the_forecast_skill_panels_show_numbers(prometheus: RunningPrometheus, title: str):
+    # The replay scores its forecasts as their one-bar horizon closes: within a few ticks each
+    # panel's query has a number (not only the NaN a metric starts at).
+    query = next(q for q in dashboard_queries() if q.where.split("panel ")[-1] == f"{title!r} A")
+
+    def numbers() -> list[float]:
+        result = prometheus.query(plain(query.expr.replace("$window", "1m")))["result"]
+        values = [float(series["value"][1]) for series in result]
+        return [v for v in values if not math.isnan(v)]  # NaN is no number to show
+
+    assert wait_until(numbers, f"numbers in panel {title!r}", 60), query.expr

@@ -335,7 +335,7 @@ def healthcheck(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_healthcheck_is_healthy_on_200_and_unhealthy_otherwise(tmp_path, health_server):
     port = str(health_server.server_address[1])
-    healthy = healthcheck(tmp_path, TRADER_METRICS__HOST="0.0.0.0", TRADER_METRICS__PORT=port)  # noqa: S104
+    healthy = healthcheck(tmp_path, TRADER_METRICS__HOST="0.0.0.0", TRADER_METRICS__PORT=port)  # noqa: S104 - a setting the healthcheck reads; nothing binds it
     Health.status = 503
     try:
         failing = healthcheck(tmp_path, TRADER_METRICS__PORT=port)

@@ -91,7 +91,7 @@ def emulator(sandbox: dict, path: str, body: dict | None = None) -> dict:
     request = urllib.request.Request(  # noqa: S310 - loopback, the test's own sandbox
         sandbox["base_url"] + path, data=data, method="POST" if data else "GET"
     )
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback, the test's own sandbox
         return json.loads(answer.read())
 
 

@@ -164,7 +164,7 @@ class ForecastCache:
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
             columns = "key, symbol, model, as_of, steps, fields, levels, quantiles, mean"
-            query = f"SELECT {columns} FROM forecasts WHERE key IN ({marks})"  # noqa: S608
+            query = f"SELECT {columns} FROM forecasts WHERE key IN ({marks})"  # noqa: S608 - placeholders only
             for key, *row in self._db.execute(query, chunk):
                 found[key] = tuple(row)
         return found

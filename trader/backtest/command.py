@@ -108,7 +108,7 @@ def run_backtest_command(
 
     if request.model:
         settings = settings.model_copy(
-            update={"forecast": settings.forecast.model_copy(update={"model": request.model})}
+            update={"forecast": settings.forecast.with_model(request.model)}
         )
     strategies = list(dict.fromkeys(request.strategies or settings.backtest.strategies))
     if request.is_grid:

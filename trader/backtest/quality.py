@@ -1,9 +1,11 @@
-"""How good the forecaster was, apart from any strategy.
+"""How good the forecaster was, apart from any strategy, scored by `trader.skill` (the scoring
+`trader evaluate` and the daemon's live skill use).
 
 For every tick's forecast of the close, at each step k of the horizon: the predicted return
 (median / last close - 1) against the realised one (close k+1 bars later / last close - 1).
 MAE is compared with the naive no-change forecast (predicted return 0), whose MAE is the mean
-absolute realised return; skill = 1 - MAE / naive MAE (above 0: better than no change).
+absolute realised return; skill = 1 - MAE / naive MAE (above 0: better than no change); the
+CRPS of the whole predicted distribution likewise (crps_skill = 1 - CRPS / CRPS of no change).
 Calibration: how often the realised close fell at or below each quantile (a calibrated model's
 q-quantile is above it a share q of the time), and inside each central interval.
 """
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trader.domain import Forecast
-
-FIELD = "close"
+from trader.skill import INTERVALS, as_returns, forecast_table, score
+from trader.skill.returns import FIELD
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class Quality:
     mae_naive_by_step: tuple[float, ...]
     below: tuple[tuple[float, float], ...]  # (level, share of realised closes at or below)
     intervals: tuple[Interval, ...]
+    crps: float | None = None  # of the return, every step (quantile approximation)
+    crps_skill: float | None = None  # 1 - CRPS / CRPS of no change
 
 
 def realised(forecasts: Sequence[Forecast], closes: Mapping[int, float]) -> np.ndarray:
@@ -58,31 +62,31 @@ def forecast_quality(
     """None when no forecast has its outcome in the data yet."""
     if not forecasts:
         return None
-    levels = forecasts[0].levels
-    last = np.array([closes[int(f.as_of.timestamp() * 1000)] for f in forecasts])
-    table = np.array(
-        [[f.quantiles[FIELD][q] for q in levels] for f in forecasts], dtype=np.float64
-    )  # [forecast, level, step]
     actual = realised(forecasts, closes)
     complete = ~np.isnan(actual[:, -1])
     if not complete.any():
         return None
-    last, table, actual = last[complete], table[complete], actual[complete]
-    median = table[:, levels.index(0.5)] if 0.5 in levels else np.median(table, axis=1)
-    predicted = median / last[:, None] - 1.0
-    outcome = actual / last[:, None] - 1.0
-    mae_steps = np.mean(np.abs(predicted - outcome), axis=0)
-    naive_steps = np.mean(np.abs(outcome), axis=0)
-    below = tuple((float(q), float(np.mean(actual <= table[:, j]))) for j, q in enumerate(levels))
-    intervals = []
-    for i, low in enumerate(levels):
-        high = round(1.0 - low, 10)
-        if low < 0.5 and high in levels:
-            inside = (actual >= table[:, i]) & (actual <= table[:, levels.index(high)])
-            intervals.append(Interval(low, high, high - low, float(np.mean(inside))))
-    mae, naive = float(mae_steps[-1]), float(naive_steps[-1])
+    kept = [f for f, c in zip(forecasts, complete, strict=True) if c]
+    last = np.array([closes[int(f.as_of.timestamp() * 1000)] for f in kept])
+    levels = kept[0].levels
+    scores = score(
+        levels,
+        as_returns(forecast_table(kept, FIELD), last),
+        as_returns(actual[complete], last),
+        scale=last,
+    )
+    steps = [scores.figures(k) for k in range(scores.steps)]
+    overall = scores.figures()
+    intervals = [
+        Interval(round((1 - c) / 2, 10), round((1 + c) / 2, 10), c, share)
+        for c in INTERVALS
+        if (share := overall.coverage[str(round(c * 100))]) is not None
+    ]
+    mae, naive = steps[-1].mae or 0.0, steps[-1].mae_naive or 0.0
     return Quality(
-        model, symbol, int(complete.sum()), table.shape[2], mae, naive,
+        model, symbol, len(kept), scores.steps, mae, naive,
         1.0 - mae / naive if naive > 0 else None,
-        tuple(map(float, mae_steps)), tuple(map(float, naive_steps)), below, tuple(intervals),
+        tuple(f.mae or 0.0 for f in steps), tuple(f.mae_naive or 0.0 for f in steps),
+        tuple((q, share or 0.0) for q, share in overall.calibration), tuple(intervals),
+        overall.crps, overall.skill,
     )  # fmt: skip

@@ -141,7 +141,7 @@ def _parameters(result: Backtest) -> str:
         "forecast": s.forecast.model_dump(
             mode="json",
             exclude={"hf_token", "weights_dir", "download"}
-            | ({"toto", "kronos"} - {use.model for use in result.cache}),
+            | ({"toto", "toto2", "kronos"} - {use.model for use in result.cache}),
         ),
         "strategy": s.strategy.model_dump(mode="json", exclude={"name", "per_symbol"}),
         "risk": s.risk.model_dump(mode="json"),
@@ -196,10 +196,12 @@ def _quality_table(result: Backtest) -> Table:
         rows.append([
             q.model, q.symbol, f"{q.forecasts:,}", str(q.horizon), _pct(q.mae_by_step[0], digits=3),
             _pct(q.mae, digits=3), _pct(q.mae_naive, digits=3), _num(q.skill, 3),
+            _pct(q.crps, digits=3), _num(q.crps_skill, 3),
             *[_pct(inside.get(round(w, 6))) for w in widths],
         ])  # fmt: skip
     header = ["model", "symbol", "forecasts", "horizon", "MAE step 1", "MAE at horizon",
-              "naive MAE", "skill", *[f"inside {w:.0%}" for w in widths]]  # fmt: skip
+              "naive MAE", "skill", "CRPS", "CRPS skill",
+              *[f"inside {w:.0%}" for w in widths]]  # fmt: skip
     return Table(header, rows, [False, False, *[True] * (len(header) - 2)])
 
 
@@ -251,8 +253,10 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
         "Its accuracy apart from any strategy, over the same ticks. MAE of the predicted "
         "return (median close / last close - 1) against the realised one, beside the naive "
         "no-change forecast (predicted return 0); skill = 1 - MAE / naive MAE, above 0 when "
-        "the model beats no change. Inside: how often the realised close fell inside each "
-        "central interval of the forecast (a calibrated 80% interval holds it 80% of the time)."
+        "the model beats no change. CRPS: of the predicted return's whole distribution (its "
+        "quantiles), every step; CRPS skill = 1 - CRPS / CRPS of no change. Inside: how "
+        "often the realised close fell inside each central interval of the forecast (a "
+        "calibrated 80% interval holds it 80% of the time)."
     ), _quality_table(result), *images.get("forecast", [])]  # fmt: skip
     blocks += [
         Heading(2, "How the statistics are computed"),

@@ -72,12 +72,10 @@ class SymbolWindows:
         starts = [epoch_ms(bar) - self.step_ms for bar in self.bars]
         needed = min(min_contiguous, context) if min_contiguous is not None else 1
         self.by_end: dict[int, Window] = {}
+        missing = calendar.missing_before(self.timeframe, starts).tolist()
         run = 0  # bars in a row ending at this one, nothing missing between them
         for i, bar in enumerate(self.bars):
-            after_hole = i > 0 and (
-                calendar.missing_between(self.timeframe, starts[i - 1], starts[i]) > 0
-            )
-            run = 1 if i == 0 or after_hole else run + 1
+            run = 1 if i == 0 or missing[i] > 0 else run + 1
             if i + 1 >= context and run >= needed:
                 first = i - context + 1
                 content = header + digests[first * DIGEST : (i + 1) * DIGEST]

@@ -153,14 +153,17 @@ def _side_by_side(specs: list[WorkerSpec], ticks: int) -> list[dict[str, Any]]:
 
 
 def _settings(base: ForecastSettings, args: CompileBenchRequest) -> ForecastSettings:
-    toto, kronos = base.toto, base.kronos
+    toto, toto2, kronos = base.toto, base.toto2, base.kronos
     if args.compile_mode:
         toto = toto.model_copy(update={"compile_mode": args.compile_mode})
+        toto2 = toto2.model_copy(update={"compile_mode": args.compile_mode})
         kronos = kronos.model_copy(update={"compile_mode": args.compile_mode})
     if args.samples:
         toto = toto.model_copy(update={"num_samples": args.samples})
         kronos = kronos.model_copy(update={"sample_count": args.samples})
-    return base.model_copy(update={"toto": toto, "kronos": kronos, "hf_token": None})
+    return base.model_copy(
+        update={"toto": toto, "toto2": toto2, "kronos": kronos, "hf_token": None}
+    )
 
 
 def run_bench_compile(settings: Settings, args: CompileBenchRequest) -> int:
@@ -241,13 +244,15 @@ def _spec(
 
 
 def _compile_mode(model: str, forecast: ForecastSettings) -> str:
-    mode = forecast.toto.compile_mode if model == "toto" else forecast.kronos.compile_mode
-    return mode or "default"
+    modes = {"toto": forecast.toto.compile_mode, "toto2": forecast.toto2.compile_mode}
+    return modes.get(model, forecast.kronos.compile_mode) or "default"
 
 
 def _describe(work: Workload, model: str, forecast: ForecastSettings) -> dict[str, Any]:
     parts = [p for tick in work.ticks for p in tick]
-    samples = forecast.toto.num_samples if model == "toto" else forecast.kronos.sample_count
+    samples = {"toto": forecast.toto.num_samples, "toto2": None}.get(
+        model, forecast.kronos.sample_count
+    )
     return {
         "ticks_after_warmup": len(work.ticks) - 1,
         "symbols_per_tick": sorted({len(tick) for tick in work.ticks}),

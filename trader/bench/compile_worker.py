@@ -30,6 +30,7 @@ from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.sampling import Sampling
 from trader.forecast.runtime import CUDAGRAPH_SKIP, GRAPH_BREAK, LIMIT_HIT, RECOMPILE, ModelRuntime
 from trader.forecast.toto import TotoForecaster, load_toto_forecaster
+from trader.forecast.toto2 import Toto2Forecaster, load_toto2_forecaster
 
 # The bench measures what compiling does: the guard must not switch it off halfway (torch's
 # own recompile limit still does, and is reported).
@@ -55,8 +56,13 @@ class WorkerSpec:
 
 def _forecaster(
     spec: WorkerSpec, settings: ForecastSettings, device: DeviceChoice
-) -> TotoForecaster | KronosForecaster:
+) -> TotoForecaster | Toto2Forecaster | KronosForecaster:
     compiled = spec.runtime == "compile"
+    if spec.model == "toto2":
+        toto2 = settings.toto2.model_copy(
+            update={"runtime": spec.runtime, "max_recompiles": NO_GUARD}
+        )
+        return load_toto2_forecaster(spec.weights, settings=toto2, device=device)
     if spec.model == "toto":
         toto = settings.toto.model_copy(
             update={"runtime": spec.runtime, "max_recompiles": NO_GUARD}

@@ -1,10 +1,15 @@
-"""Live trading's guards: the explicit opt-ins, the instance locks, the capital cap.
+"""Live trading's guards: the instance locks and the capital cap (the explicit opt-ins are the
+settings' own: `config.strict.config_refusal`).
 
 "Another running instance holds a symbol" means: a live process on this host holds the
 lock of (venue, account, symbol) in `broker.lock_dir`, or holds this ledger. Both are
 `flock` locks on small files: the kernel drops them when the process ends however it ends
 (SIGKILL included), so a crash never leaves a stale lock and a running daemon can never be
-overtaken. The account is named by a short hash of the API key, never the key itself.
+overtaken. The account is named by an HMAC of the API key keyed with the lock folder's own
+random salt (made once, 0600), so a lock's name says nothing about the key, not even to
+someone who guesses keys. The lock folder must be this user's and closed to others (0700
+when the daemon makes it), and a lock file is opened without following a symbolic link:
+a planted link, hard link or FIFO, or another user's file, is refused, never written through.
 Daemons on different hosts sharing one account cannot see each other's locks; reconciliation
 catches that case instead (orders and trades the ledger does not know, balances that moved:
 trading halts).
@@ -14,10 +19,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import hmac
 import json
 import os
+import secrets
 import socket
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
@@ -26,43 +34,62 @@ from typing import IO
 
 from trader.config.schema import Settings
 from trader.domain import decimal_from_float
+from trader.private_files import UnsafePath, open_private, owned_folder, private_folder
 
 
 class StartRefused(Exception):
     """Live trading must not start; the message says why and what to do."""
 
 
-def config_refusal(settings: Settings, origins: Mapping[str, object]) -> str | None:
-    """Why the settings forbid live trading, or None. Three explicit opt-ins: the mode, the
-    confirmation, and keys that come from the secrets directory or the environment."""
-    if settings.broker.mode != "live":
-        return None
-    if not settings.broker.live_confirmation:
-        return (
-            "broker.mode = live needs broker.live_confirmation = true as well: live trading "
-            "spends real money, so it is never switched on by one setting"
-        )
-    if settings.exchange.api_key is None or settings.exchange.api_secret is None:
-        return (
-            "broker.mode = live needs exchange.api_key and exchange.api_secret, from the "
-            "secrets directory (TRADER_EXCHANGE__API_KEY, TRADER_EXCHANGE__API_SECRET files) "
-            "or the environment"
-        )
-    for key in ("exchange.api_key", "exchange.api_secret"):
-        origin = str(origins.get(key, ""))
-        if origin.startswith("file"):
-            return (
-                f"{key} comes from the config file ({origin}): keep keys out of config files, "
-                "put them in the secrets directory or the environment"
-            )
-    return None
-
-
 def account_name(settings: Settings) -> str:
-    """A short, stable name of the account behind the API key (a hash, not the key)."""
+    """A short, stable name of the account behind the API key: an HMAC of the key keyed with
+    the lock folder's salt, so the same on every daemon that shares the folder and telling
+    nothing about the key."""
     key = settings.exchange.api_key
     text = key.get_secret_value() if key is not None else ""
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    salt = _salt(settings.broker.lock_dir)
+    return hmac.new(salt, text.encode(), hashlib.sha256).hexdigest()[:12]
+
+
+SALT_FILE = "account-salt"
+SALT_CHARS = 64
+
+
+def _salt(lock_dir: Path) -> bytes:
+    """The lock folder's salt, made on first use (by whichever daemon comes first)."""
+    try:
+        owned_folder(lock_dir, "broker.lock_dir")
+    except UnsafePath as error:
+        raise StartRefused(str(error)) from None
+    path = lock_dir / SALT_FILE
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return _read_salt(path)
+    with os.fdopen(descriptor, "w") as handle:
+        os.fchmod(descriptor, 0o600)
+        handle.write(secrets.token_hex(SALT_CHARS // 2))
+        handle.flush()
+        os.fsync(descriptor)
+    return _read_salt(path)
+
+
+def _read_salt(path: Path) -> bytes:
+    # Another daemon may have made the file a moment ago and still be writing it.
+    for _ in range(100):
+        try:
+            with os.fdopen(open_private(path, create=False)) as handle:
+                text = handle.read()
+        except UnsafePath as error:
+            raise StartRefused(f"the lock folder's salt: {error}") from None
+        if len(text) == SALT_CHARS:
+            return text.encode()
+        time.sleep(0.01)
+    raise StartRefused(
+        f"{path} is not a salt of {SALT_CHARS} characters: stop every daemon that uses this "
+        "lock folder, then delete it (it is made again)"
+    )
 
 
 def _holder(path: Path) -> str:
@@ -84,8 +111,11 @@ class InstanceLocks:
     files: list[IO[str]] = field(default_factory=list)
 
     def take(self, path: Path, what: str, holder: dict[str, object]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = path.open("a+")
+        private_folder(path.parent)
+        try:
+            handle = os.fdopen(open_private(path), "r+")
+        except UnsafePath as error:
+            raise StartRefused(f"the lock of {what}: {error}") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -119,9 +149,13 @@ def ledger_lock_path(ledger: Path) -> Path:
 def ledger_holder(ledger: Path) -> str | None:
     """Who holds `ledger` now, or None when nobody does (checked without keeping a lock)."""
     path = ledger_lock_path(ledger)
-    if not path.exists():
+    try:
+        handle = os.fdopen(open_private(path, create=False), "r+")
+    except FileNotFoundError:
         return None
-    with path.open("a+") as handle:
+    except UnsafePath as error:
+        return f"nobody it can name: {error}"
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

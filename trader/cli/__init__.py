@@ -18,6 +18,8 @@ from trader.cli import (
     demo,
     doctor,
     download,
+    evaluate,
+    finetune,
     forecast,
     reconcile,
     run,
@@ -26,7 +28,10 @@ from trader.cli import (
 from trader.cli.options import common_options
 from trader.exit_codes import EX_CONFIG
 
-VERBS = (run, demo, download, forecast, backtest, doctor, bench, reconcile, sandbox, config)
+VERBS = (
+    run, demo, download, forecast, backtest, evaluate, finetune, doctor, bench, reconcile,
+    sandbox, config,
+)  # fmt: skip
 
 
 class _Version(argparse.Action):

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
 from pathlib import Path
 
 from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
-    period_bound,
+    positive,
     reading_options,
     utc_date,
+    utc_end,
 )
 
 STRATEGIES = ("simple", "ci_guard", "maxdiff")
@@ -30,10 +30,10 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--data", nargs="+", type=Path, required=True, metavar="FILE", help="CSV or Parquet bars")
     add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
-    add("--model", choices=["toto", "kronos", "baseline"], help="default: forecast.model")
+    add("--model", choices=["toto", "toto2", "kronos", "baseline"], help="default: forecast.model")
     add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
     add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")
-    add("--to", dest="end", type=_end, metavar="D", help="last tick, UTC (a date: all that day)")
+    add("--to", dest="end", type=utc_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
     add(
         "--allow-skips",
@@ -58,7 +58,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     grid.add_argument(
         "--rank-by", choices=RANKINGS, default="sharpe", help="sort the runs by (default: sharpe)"
     )
-    grid.add_argument("--jobs", type=_positive, metavar="N", help="worker processes (all cores)")
+    grid.add_argument("--jobs", type=positive, metavar="N", help="worker processes (all cores)")
     grid.add_argument(
         "--ray", metavar="ADDRESS",
         help="run on a Ray cluster (host:port); data and the forecast cache at shared paths",
@@ -96,17 +96,3 @@ def run(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     return run_backtest_command(request, loader(args))
-
-
-def _end(text: str) -> datetime:
-    return period_bound(text, end=True)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of workers (1 or more)")
-    return value

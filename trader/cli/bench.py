@@ -24,7 +24,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "stated rule. With --mode production-check the exit code is 1 when compiling fails "
         "the rule.",
     )
-    compile_.add_argument("--model", choices=["toto", "kronos"], default="toto")
+    compile_.add_argument("--model", choices=["toto", "toto2", "kronos"], default="toto")
     compile_.add_argument(
         "--mode", choices=["quick", "production-check"], default="quick", help="how many ticks"
     )

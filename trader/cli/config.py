@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from trader.cli.options import Verbs
+from trader.exit_codes import EX_CONFIG
 
 
 def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
@@ -39,9 +40,18 @@ def show(args: argparse.Namespace) -> int:
 
 def check(args: argparse.Namespace) -> int:
     from trader.config import load_from_environment  # noqa: PLC0415 - pydantic
+    from trader.config.strict import (  # noqa: PLC0415
+        config_refusal,
+        secrets_in_files_warning,
+    )
 
     # Checks what `trader run` would load: the file with the secrets directory, .env and env.
     loaded = load_from_environment(args.file or args.config)
+    sys.stderr.writelines(f"{line}\n" for line in secrets_in_files_warning(loaded.secrets_in_files))
+    refusal = config_refusal(loaded.settings, loaded.origins, loaded.secrets_in_files)
+    if refusal is not None:
+        sys.stderr.write(f"trader config check: live trading would be refused: {refusal}\n")
+        return EX_CONFIG
     checked = loaded.config_file or "defaults (no config file)"
     sys.stdout.write(f"ok: {checked} with secrets directory, .env and environment\n")
     return 0

@@ -23,7 +23,9 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     doctor.add_argument(
         "--evidence", type=Path, metavar="DIR", help="write the evidence folder for a bug report"
     )
-    doctor.add_argument("--model", choices=["toto", "kronos"], help="model of the forecast check")
+    doctor.add_argument(
+        "--model", choices=["toto", "toto2", "kronos"], help="model of the forecast check"
+    )
     doctor.add_argument("--data", type=Path, help="bars to forecast (default: a random walk)")
     doctor.add_argument(
         "--no-inference", action="store_true", help="skip the forecast on the chosen device"

@@ -12,7 +12,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     forecast = verbs.add_parser(
         "forecast", parents=[common], help="one forecast of the last window of a file of bars"
     )
-    forecast.add_argument("--model", choices=["toto", "kronos", "baseline"])
+    forecast.add_argument("--model", choices=["toto", "toto2", "kronos", "baseline"])
     forecast.add_argument("--data", type=Path, required=True, help="CSV or Parquet of bars")
     forecast.add_argument("--symbol", help="symbol of the data (default: from the file name)")
     forecast.add_argument(

@@ -127,6 +127,11 @@ def utc_date(text: str) -> datetime:
     return period_bound(text, end=False)
 
 
+def utc_end(text: str) -> datetime:
+    """The end of a period: a bare date means all of that day."""
+    return period_bound(text, end=True)
+
+
 def period_bound(text: str, *, end: bool) -> datetime:
     """A UTC date or time; a bare date as an end means the whole of that day."""
     try:

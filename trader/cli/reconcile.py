@@ -35,14 +35,15 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415 - loads in 50 ms: not for --help
 
-    from trader.broker.safety import StartRefused, config_refusal, ledger_holder  # noqa: PLC0415
+    from trader.broker.safety import StartRefused, ledger_holder  # noqa: PLC0415
+    from trader.config.strict import config_refusal  # noqa: PLC0415
     from trader.engine.reconcile_now import reconcile_now, report_json  # noqa: PLC0415
     from trader.ledger.database import LedgerError  # noqa: PLC0415
     from trader.market.feed import ExchangeCallFailed, UnknownSymbols  # noqa: PLC0415
 
     loaded = load(args)
     settings = loaded.settings
-    refusal = config_refusal(settings, loaded.origins)
+    refusal = config_refusal(settings, loaded.origins, loaded.secrets_in_files)
     if refusal is None and not settings.ledger.path.exists():
         refusal = f"no ledger at {settings.ledger.path}"
     if refusal is not None:

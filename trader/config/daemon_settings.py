@@ -20,6 +20,11 @@ class MetricsSettings(Section):
     port: int = Field(
         9108, ge=0, le=65535, description="listen port (0: any free port, stated in the log)"
     )
+    idle_timeout_s: PositiveSeconds = Field(
+        30.0,
+        description="a connection that has not sent a whole request within this long (a new "
+        "one, or one kept alive after an answer) is closed",
+    )
 
 
 class MqttSettings(Section):

@@ -4,18 +4,20 @@
 
 The secrets directory, .env and the environment use the same names (`TRADER_MARKET__ADD_LATEST`,
 case-insensitive); the seed system's `ADD_LATEST` and `TOTO_DISABLE_COMPILE` work in .env and
-the environment. An unknown key or name is an error that names it and where it was found.
-Errors never echo the offending value: it may be a secret.
+the environment. An unknown key or name is an error that names it and where it was found, and
+so is a `.env` line that cannot be parsed, or a secret with control characters or over 4 KiB
+(`strict.py`). Errors never echo the offending value: it may be a secret.
 """
 
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +26,12 @@ from pydantic import SecretStr, ValidationError
 
 from trader.config.fields import ENV_PREFIX, KeyPath, Leaf, leaves, sections
 from trader.config.schema import Settings
+from trader.config.strict import (
+    MAX_SECRET_CHARS,
+    dotenv_problems,
+    secret_problems,
+    secrets_in,
+)
 from trader.domain import DomainError, account_currency
 
 DEFAULT_CONFIG_FILE = Path("config/default.toml")
@@ -78,6 +86,9 @@ class LoadedSettings:
     config_file: Path | None
     secrets_dir: Path | None
     dotenv_file: Path | None
+    # Secret settings a config file sets (key -> file), even where another source overrides
+    # them: live trading refuses exchange keys there, `config check` warns about any.
+    secrets_in_files: Mapping[str, str] = field(default_factory=dict)
 
     def secret_values(self) -> list[str]:
         """Every secret that is set, for redaction in logs."""
@@ -272,10 +283,16 @@ def secrets_layer(directory: Path, problems: list[str]) -> Values:
         if not path.name.upper().startswith(ENV_PREFIX):
             continue
         try:
-            entries[path.name] = path.read_text(encoding="utf-8").rstrip("\r\n")
+            with path.open("rb") as handle:  # a bounded read: a wrong file may be huge
+                data = handle.read(MAX_SECRET_CHARS * 4 + 3)
+            text = data.decode("utf-8").rstrip("\r\n")
         except (OSError, UnicodeDecodeError) as error:
             problems.append(f"secret file {path} cannot be read: {error}")
             continue
+        if len(data) > MAX_SECRET_CHARS * 4 + 2:
+            problems.append(f"secret file {path} is over {MAX_SECRET_CHARS} characters: refused")
+            continue
+        entries[path.name] = text
         paths[path.name] = path
     where = f"secrets directory {directory}"
     return named_layer(
@@ -284,7 +301,16 @@ def secrets_layer(directory: Path, problems: list[str]) -> Values:
 
 
 def dotenv_layer(path: Path, problems: list[str]) -> Values:
-    entries = dotenv_values(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append(f".env file {path} cannot be read: {error}")
+        return {}
+    unparsed = dotenv_problems(path, text)
+    if unparsed:
+        problems.extend(unparsed)
+        return {}
+    entries = dotenv_values(stream=io.StringIO(text))
     where = f".env file {path}"
     return named_layer(
         entries, lambda name: Origin("dotenv", str(path), name), where, problems, aliases=True
@@ -333,14 +359,20 @@ def load_settings(
     values; it has the last word, before anything is validated, so a default symbol list
     never stands in a backtest's way."""
     problems: list[str] = []
-    merged: Values = {}
+    layers: list[Values] = []
+    in_files: dict[str, str] = {}
     if config_file is not None:
-        merged |= toml_layer(config_file, problems)
+        layers.append(toml_layer(config_file, problems))
+        in_files = secrets_in(layers[-1], str(config_file))
     if secrets_dir is not None:
-        merged |= secrets_layer(secrets_dir, problems)
+        layers.append(secrets_layer(secrets_dir, problems))
     if dotenv_file is not None and dotenv_file.is_file():
-        merged |= dotenv_layer(dotenv_file, problems)
-    merged |= env_layer(environ, problems)
+        layers.append(dotenv_layer(dotenv_file, problems))
+    layers.append(env_layer(environ, problems))
+    merged: Values = {}
+    for layer in layers:
+        problems.extend(secret_problems(layer))
+        merged |= layer
     if problems:
         raise ConfigError(problems)
     if from_data is not None:
@@ -353,7 +385,7 @@ def load_settings(
         raise ConfigError(_describe(e, merged) for e in errors) from None
     origins = {leaf.key: merged.get(path, (None, DEFAULT))[1] for path, leaf in leaves().items()}
     dotenv = dotenv_file if dotenv_file is not None and dotenv_file.is_file() else None
-    return LoadedSettings(settings, origins, config_file, secrets_dir, dotenv)
+    return LoadedSettings(settings, origins, config_file, secrets_dir, dotenv, in_files)
 
 
 def data_layer(symbols: Sequence[str], timeframe: str, source: str) -> DataLayer:

@@ -17,6 +17,7 @@ from trader.config.daemon_settings import (
     MqttSettings,
     ScheduleSettings,
 )
+from trader.config.finetune_settings import FinetuneSettings
 from trader.config.forecast_settings import ForecastSettings
 from trader.config.market_settings import ExchangeSettings, MarketSettings
 from trader.config.trading_settings import BrokerSettings, RiskSettings, StrategySettings
@@ -47,6 +48,7 @@ class Settings(BaseSettings):
     schedule: ScheduleSettings = ScheduleSettings()
     log: LogSettings = LogSettings()
     backtest: BacktestSettings = BacktestSettings()
+    finetune: FinetuneSettings = FinetuneSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -23,7 +23,7 @@ class StrategySettings(Section):
     consensus: bool = Field(
         False, description="trade only when the primary and the consensus model agree"
     )
-    consensus_model: Literal["toto", "kronos", "baseline"] = Field(
+    consensus_model: Literal["toto", "toto2", "kronos", "baseline"] = Field(
         "kronos", description="the second model the consensus gate asks"
     )
     position_fraction: Fraction = Field(

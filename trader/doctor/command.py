@@ -18,6 +18,7 @@ from trader.doctor.inference import InferenceOptions, InferenceSmoke, run_infere
 from trader.doctor.verdict import Verdict, verdict
 from trader.exit_codes import EX_UNAVAILABLE, EX_USAGE
 from trader.forecast.nvidia import run_nvidia_smi
+from trader.private_files import private_folder, write_private
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 _MASK = "**********"
@@ -163,11 +164,12 @@ def _cell(text: str) -> str:
 
 
 def _write(folder: Path, files: dict[str, str], secrets: Sequence[str]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    """The evidence, for its user's eyes until they attach it: a folder made 0700, files 0600."""
+    private_folder(folder)
     masked = sorted((s for s in secrets if s), key=len, reverse=True)
     for name, text in files.items():
         safe = text
         for secret in masked:
             safe = safe.replace(secret, _MASK)
-        (folder / name).write_text(safe)
+        write_private(folder / name, safe)
     return folder

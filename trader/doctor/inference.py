@@ -24,7 +24,7 @@ from trader.forecast.random_weights import random_walk_bars, weights_or_random
 
 @dataclass(frozen=True)
 class InferenceOptions:
-    model: str  # toto or kronos
+    model: str  # toto, toto2 or kronos
     weights: Path | None = None
     tokenizer: Path | None = None
     size: str = "published"  # of random weights, when no real ones are at hand
@@ -89,6 +89,7 @@ def _run(
     forecast_settings = settings.forecast.model_copy(
         update={
             "toto": settings.forecast.toto.model_copy(update={"runtime": "eager"}),
+            "toto2": settings.forecast.toto2.model_copy(update={"runtime": "eager"}),
             "kronos": settings.forecast.kronos.model_copy(update={"runtime": "eager"}),
         }
     )
@@ -117,10 +118,11 @@ def _run(
     request = ForecastRequest(
         bars[-1].symbol, bars, settings.forecast.horizon, settings.forecast.quantiles
     )
-    samples = {"toto": forecast_settings.toto.num_samples}.get(
+    samples = {"toto": forecast_settings.toto.num_samples, "toto2": None}.get(
         options.model, forecast_settings.kronos.sample_count
     )
-    lines.append(f"input: {source}; horizon {request.horizon}; {samples} sample paths")
+    paths = f"{samples} sample paths" if samples else "quantiles straight from the model"
+    lines.append(f"input: {source}; horizon {request.horizon}; {paths}")
     timings = []
     forecast = None
     for _ in range(2):

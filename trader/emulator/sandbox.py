@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from trader.emulator.server import EmulatorServer
 from trader.emulator.venue import Fees, Venue
 from trader.market.hygiene import parse_row
 from trader.market.replay import Recording
+from trader.private_files import write_private
 
 
 @dataclass
@@ -87,6 +89,28 @@ class Sandbox:
     timeframe: str
     ends: datetime
 
+    def daemon_command(self) -> str:
+        """A shell command that runs the daemon against this sandbox in live mode, as printed:
+        the test keys in its environment (a sandbox's own, nothing to protect), a settle delay
+        shorter than a bar, the baseline model (no weights needed), any free metrics port and
+        a ledger of its own in the current folder."""
+        settle = min(5.0, int(self.timeframe.removesuffix("s")) / 5)
+        settings = {
+            "TRADER_EXCHANGE__API_KEY": self.api_key,
+            "TRADER_EXCHANGE__API_SECRET": self.api_secret,
+            "TRADER_EXCHANGE__API_BASE_URL": self.server.base_url,
+            "TRADER_MARKET__SYMBOLS": ",".join(self.symbols),
+            "TRADER_MARKET__TIMEFRAME": self.timeframe,
+            "TRADER_SCHEDULE__SETTLE_DELAY_S": f"{settle:g}",
+            "TRADER_FORECAST__MODEL": "baseline",
+            "TRADER_METRICS__PORT": "0",
+            "TRADER_LEDGER__PATH": "var/sandbox.sqlite3",
+            "TRADER_BROKER__MODE": "live",
+            "TRADER_BROKER__LIVE_CONFIRMATION": "true",
+        }
+        assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in settings.items())
+        return f"{assignments} trader run"
+
     def instructions(self) -> str:
         url = self.server.base_url
         return "\n".join(
@@ -97,13 +121,8 @@ class Sandbox:
                 "test keys (for this sandbox only):",
                 f"  TRADER_EXCHANGE__API_KEY={self.api_key}",
                 f"  TRADER_EXCHANGE__API_SECRET={self.api_secret}",
-                "run the daemon against it in live mode with, e.g.:",
-                f"  TRADER_EXCHANGE__API_BASE_URL={url}",
-                f"  TRADER_MARKET__SYMBOLS={','.join(self.symbols)}",
-                f"  TRADER_MARKET__TIMEFRAME={self.timeframe}",
-                "  TRADER_BROKER__MODE=live TRADER_BROKER__LIVE_CONFIRMATION=true",
-                "  (put the keys in the secrets directory or the environment, and use a ledger "
-                "of its own: TRADER_LEDGER__PATH=var/sandbox.sqlite3)",
+                "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
+                f"  {self.daemon_command()}",
                 f"account and orders: {url}/__emulator__/account; faults: POST "
                 f"{url}/__emulator__/faults",
             ]
@@ -168,7 +187,7 @@ async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = Non
             }
             # Written whole under another name first: a reader never sees half of it.
             part = ready_file.with_name(ready_file.name + ".part")
-            await asyncio.to_thread(part.write_text, json.dumps(ready))
+            await asyncio.to_thread(write_private, part, json.dumps(ready))  # test keys: 0600
             await asyncio.to_thread(part.replace, ready_file)
         await stop.wait()
     finally:

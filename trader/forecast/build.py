@@ -26,12 +26,20 @@ def build_forecaster(
     tokenizer_path: Path | None = None,
 ) -> Forecaster:
     """`model_path` / `tokenizer_path` override the repositories in the settings; `device`
-    may be None for the baseline alone (it runs on the CPU, without torch)."""
+    may be None for the baseline alone (it runs on the CPU, without torch). A folder that is
+    itself the checkpoint, as `trader finetune` writes one (Toto: config.json +
+    model.safetensors; Kronos: predictor/ and tokenizer/), serves as `model_path` or as
+    `forecast.weights_dir`."""
     if name == "baseline":
         return BaselineForecaster(settings.baseline_lookback)
     if device is None:
         raise ModelUnavailable(f"{name}: no device was chosen for it")
-    from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable  # noqa: PLC0415
+    from trader.forecast.weights import (  # noqa: PLC0415
+        CheckpointMismatch,
+        WeightsUnavailable,
+        holds_checkpoint,
+        kronos_pair,
+    )
 
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
     # Imported per model: each pulls in its own modules, and the baseline needs neither.
@@ -39,10 +47,22 @@ def build_forecaster(
         if name == "toto":
             from trader.forecast.toto import load_toto_forecaster  # noqa: PLC0415
 
+            own = settings.weights_dir if holds_checkpoint(settings.weights_dir) else None
             return load_toto_forecaster(
-                model_path or settings.toto.repo,
+                model_path or own or settings.toto.repo,
                 settings=settings.toto,
                 seed=settings.seed,
+                device=device,
+                weights_dir=settings.weights_dir,
+                token=token,
+                allow_download=settings.download,
+            )
+        if name == "toto2":
+            from trader.forecast.toto2 import load_toto2_forecaster  # noqa: PLC0415
+
+            return load_toto2_forecaster(
+                model_path or settings.toto2.model,
+                settings=settings.toto2,
                 device=device,
                 weights_dir=settings.weights_dir,
                 token=token,
@@ -51,6 +71,11 @@ def build_forecaster(
         if name == "kronos":
             from trader.forecast.kronos import load_kronos  # noqa: PLC0415
 
+            pair = kronos_pair(model_path) or (
+                None if model_path else kronos_pair(settings.weights_dir)
+            )
+            if pair is not None:
+                model_path, tokenizer_path = pair[0], tokenizer_path or pair[1]
             return load_kronos(
                 model_path or settings.kronos.repo,
                 tokenizer_path or settings.kronos.tokenizer_repo,
@@ -63,4 +88,4 @@ def build_forecaster(
             )
     except (WeightsUnavailable, CheckpointMismatch, ValueError) as error:
         raise ModelUnavailable(f"{name}: {error}") from error
-    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, kronos or baseline")
+    raise ModelUnavailable(f"no forecaster is called {name!r}: toto, toto2, kronos or baseline")

@@ -68,7 +68,7 @@ def _settings(base: ForecastSettings, request: OneShot) -> ForecastSettings:
     if request.samples is not None:
         update["toto"] = base.toto.model_copy(update={"num_samples": request.samples})
         update["kronos"] = base.kronos.model_copy(update={"sample_count": request.samples})
-    return base.model_copy(update=update)
+    return base.model_copy(update=update).with_model(request.model)
 
 
 def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
@@ -110,6 +110,7 @@ def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
         "skipped_rows": dict(skipped),
         "horizon": forecast.steps,
         "samples": _samples(request.model, settings),
+        "random_weights": getattr(forecaster, "random", None),
         "seed": settings.seed,
         **device.describe(),
         "load_seconds": round(loaded - started, 4),
@@ -135,7 +136,8 @@ def _fields(forecast: Forecast) -> dict[str, Any]:
 
 
 def _text(report: dict[str, Any]) -> str:
-    lines = [
+    lines = [f"warning: {report['random_weights']}"] if report["random_weights"] else []
+    lines += [
         f"{report['model']} forecast for {report['symbol']} {report['timeframe']} after "
         f"{report['as_of']}: {report['context_bars']} bars of context, "
         f"{report['samples'] or 'no'} samples, seed {report['seed']}, "

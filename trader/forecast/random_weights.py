@@ -25,6 +25,10 @@ from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.tokenizer import KronosTokenizer, unused_published_tensors
 from trader.forecast.toto.config import CAUSAL_PATCH_SCALER, STUDENT_T_MIXTURE, TotoConfig
 from trader.forecast.toto.model import TotoModel
+from trader.forecast.toto2.config import Toto2Config
+from trader.forecast.toto2.loading import RANDOM_MARKER
+from trader.forecast.toto2.model import Toto2Model
+from trader.forecast.toto2.presets import preset_config, repository
 from trader.forecast.weights import WeightsUnavailable, locate
 
 # Datadog/Toto-Open-Base-1.0's config.json.
@@ -73,9 +77,29 @@ KRONOS_SMALL = (
         s1_bits=6, s2_bits=6, group_size=4,
     ),
 )  # fmt: skip
+# Toto 2.0: the structure of the 4m (time and variate layers, partial RoPE with xPos, per-dim
+# query scale), small enough for tests.
+TOTO2_SMALL = preset_config("4m") | {
+    "d_model": 64, "d_ff": 168, "num_heads": 2, "num_groups": 2, "qk_dim": 32, "v_dim": 32,
+    "num_layers": 4, "layer_group_size": 2, "patch_size": 8,
+}  # fmt: skip
+TOTO2_PUBLISHED_SIZE = "22m"
+# The keys of the published config.json files that only shaped training (dropouts, the
+# quantizer's loss weights), as Kronos-small and Kronos-Tokenizer-base have them: written too, so
+# that the reference classes' `from_pretrained` (which takes every key as an argument) loads
+# random and fine-tuned checkpoints alike.
+KRONOS_MODEL_TRAINING = {
+    "ffn_dropout_p": 0.25, "attn_dropout_p": 0.1, "resid_dropout_p": 0.25,
+    "token_dropout_p": 0.1,
+}  # fmt: skip
+KRONOS_TOKENIZER_TRAINING = {
+    "ffn_dropout_p": 0.0, "attn_dropout_p": 0.0, "resid_dropout_p": 0.0,
+    "beta": 0.05, "gamma0": 1.0, "gamma": 1.1, "zeta": 0.05,
+}  # fmt: skip
 SIZES = ("published", "small")
 _NAMES = {
     "toto": "Toto-Open-Base-1.0 (Datadog/Toto-Open-Base-1.0)",
+    "toto2": f"Toto-2.0-{TOTO2_PUBLISHED_SIZE} (Datadog/Toto-2.0-{TOTO2_PUBLISHED_SIZE})",
     "kronos": "Kronos-small with Kronos-Tokenizer-base (NeoQuasar)",
 }
 
@@ -92,11 +116,12 @@ class RandomCheckpoint:
 
     @property
     def label(self) -> str:
-        shape = (
-            f"the published {_NAMES[self.model]} architecture"
-            if self.size == "published"
-            else f"a small {self.model} architecture"
-        )
+        if self.size == "published":
+            shape = f"the published {_NAMES[self.model]} architecture"
+        elif self.size == "small":
+            shape = f"a small {self.model} architecture"
+        else:  # a Toto 2.0 size
+            shape = f"the Toto-2.0-{self.size} architecture"
         return (
             f"RANDOM weights in {shape}, {self.parameters / 1e6:.1f}M parameters: no real "
             "weights were given or found, so the forecasts mean nothing; time and memory are "
@@ -114,7 +139,10 @@ def _randomised(module: nn.Module, seed: int) -> nn.Module:
     return module
 
 
-def _save(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+def save_published(
+    directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]
+) -> None:
+    """A checkpoint folder as published: model.safetensors and config.json."""
     directory.mkdir(parents=True, exist_ok=True)
     save_file({n: t.contiguous() for n, t in tensors.items()}, str(directory / "model.safetensors"))
     (directory / "config.json").write_text(json.dumps(config, indent=2))
@@ -123,25 +151,81 @@ def _save(directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tens
 def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
     config = TOTO_PUBLISHED if size == "published" else TOTO_SMALL
     model = _randomised(TotoModel(TotoConfig.from_json(config, "random weights")), seed)
-    _save(directory, config, model.state_dict())
+    save_published(directory, config, model.state_dict())
     count = sum(p.numel() for p in model.parameters())
     return RandomCheckpoint("toto", size, directory, None, count)
+
+
+def residual_taus(config: Toto2Config) -> list[tuple[float, float]]:
+    """Per layer, the (attention, MLP) residual weights Toto 2.0's training rule sets
+    (unit_scaling's transformer_residual_scaling_rule, as the reference builds them)."""
+    ratio, depth = config.residual_attn_ratio, 2 * config.num_layers
+    alpha_mlp = config.residual_mult * (2 / (1 + ratio**2)) ** 0.5
+    alpha_attn = ratio * alpha_mlp
+
+    def tau(index: int) -> float:
+        n_attn, n_mlp = (index + 1) // 2, index // 2
+        alpha = alpha_attn if index % 2 == 0 else alpha_mlp
+        return float(alpha / (depth / 2 + n_attn * alpha_attn**2 + n_mlp * alpha_mlp**2) ** 0.5)
+
+    return [(tau(2 * i), tau(2 * i + 1)) for i in range(config.num_layers)]
+
+
+def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
+    """`size`: published (the 22m), small, or a preset's name (4m, 22m, 313m)."""
+    name = TOTO2_PUBLISHED_SIZE if size == "published" else size
+    raw = TOTO2_SMALL if name == "small" else preset_config(name)
+    config = Toto2Config.from_json(raw, "random weights")
+    model = Toto2Model(config)
+    _randomised(model, seed)
+    with torch.no_grad():
+        for layer, (attn, mlp) in zip(model.transformer.blocks, residual_taus(config), strict=True):
+            layer.attn_tau.fill_(attn)
+            layer.mlp_tau.fill_(mlp)
+    save_published(directory, config.to_json(), model.state_dict())
+    count = sum(p.numel() for p in model.parameters())
+    written = RandomCheckpoint("toto2", size, directory, None, count)
+    (directory / RANDOM_MARKER).write_text(json.dumps({"label": written.label, "size": name}))
+    return written
 
 
 def write_random_kronos(
     directory: Path, size: str = "published", seed: int = 0
 ) -> RandomCheckpoint:
-    """The model in `directory/model`, the tokenizer in `directory/tokenizer`."""
+    """The model in `directory/predictor`, the tokenizer in `directory/tokenizer` (the layout
+    `trader finetune` writes)."""
     model_config, tokenizer_config = KRONOS_PUBLISHED if size == "published" else KRONOS_SMALL
     model = _randomised(KronosModel(model_config), seed)
     tokenizer = _randomised(KronosTokenizer(tokenizer_config), seed + 1)
-    tensors = dict(tokenizer.state_dict())
-    for name, shape in unused_published_tensors(tokenizer_config).items():
-        tensors[name] = torch.zeros(shape)
-    _save(directory / "model", dataclasses.asdict(model_config), model.state_dict())
-    _save(directory / "tokenizer", dataclasses.asdict(tokenizer_config), tensors)
+    tensors = dict(tokenizer.state_dict()) | unused_tensors(tokenizer_config, seed + 2)
+    save_published(
+        directory / "predictor",
+        dataclasses.asdict(model_config) | KRONOS_MODEL_TRAINING,
+        model.state_dict(),
+    )
+    save_published(
+        directory / "tokenizer",
+        dataclasses.asdict(tokenizer_config) | KRONOS_TOKENIZER_TRAINING,
+        tensors,
+    )
     count = sum(p.numel() for p in [*model.parameters(), *tokenizer.parameters()])
-    return RandomCheckpoint("kronos", size, directory / "model", directory / "tokenizer", count)
+    return RandomCheckpoint("kronos", size, directory / "predictor", directory / "tokenizer", count)
+
+
+def unused_tensors(config: TokenizerConfig, seed: int) -> dict[str, torch.Tensor]:
+    """The published tokenizer tensors inference never reads, as a published checkpoint has
+    them: the s1-only decoder input (random here) and the quantizer's bit weights, most
+    significant first."""
+    generator = torch.Generator().manual_seed(seed)
+    shapes = unused_published_tensors(config)
+    weight = shapes["post_quant_embed_pre.weight"]
+    spread = weight[-1] ** -0.5
+    return {
+        "post_quant_embed_pre.weight": torch.randn(weight, generator=generator) * spread,
+        "post_quant_embed_pre.bias": torch.zeros(shapes["post_quant_embed_pre.bias"]),
+        "tokenizer.bsq.basis": 2 ** torch.arange(config.codebook_dim - 1, -1, -1),
+        "tokenizer.bsq.group_basis": 2 ** torch.arange(config.group_size - 1, -1, -1),
+    }
 
 
 def write_random(model: str, directory: Path, size: str = "published") -> RandomCheckpoint:
@@ -149,9 +233,11 @@ def write_random(model: str, directory: Path, size: str = "published") -> Random
         raise ValueError(f"size {size!r} is not one of {', '.join(SIZES)}")
     if model == "toto":
         return write_random_toto(directory, size)
+    if model == "toto2":
+        return write_random_toto2(directory, size)
     if model == "kronos":
         return write_random_kronos(directory, size)
-    raise ValueError(f"no random weights for {model!r}: toto or kronos")
+    raise ValueError(f"no random weights for {model!r}: toto, toto2 or kronos")
 
 
 def random_walk_bars(
@@ -198,6 +284,7 @@ def weights_or_random(
         return Weights(weights, tokenizer, f"weights from {weights}", random=False)
     repos: dict[str, tuple[str, str | None]] = {
         "toto": (settings.toto.repo, None),
+        "toto2": (repository(settings.toto2.model), None),
         "kronos": (settings.kronos.repo, settings.kronos.tokenizer_repo),
     }
     repo, tokenizer_repo = repos[model]

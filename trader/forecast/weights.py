@@ -31,6 +31,22 @@ class Checkpoint:
     directory: Path
 
 
+def holds_checkpoint(directory: Path | None) -> bool:
+    """Whether `directory` itself is a checkpoint folder (config.json + model.safetensors)."""
+    return directory is not None and all((directory / name).is_file() for name in FILES)
+
+
+def kronos_pair(directory: Path | None) -> tuple[Path, Path] | None:
+    """The predictor and tokenizer folders of a Kronos pair laid out as `trader finetune`
+    writes it (`predictor/` and `tokenizer/`, each a checkpoint folder), else None."""
+    if directory is None:
+        return None
+    predictor, tokenizer = directory / "predictor", directory / "tokenizer"
+    if holds_checkpoint(predictor) and holds_checkpoint(tokenizer):
+        return predictor, tokenizer
+    return None
+
+
 def locate(
     repo: str,
     *,
@@ -46,7 +62,7 @@ def locate(
     if weights_dir is not None:
         candidates += [weights_dir / repo, weights_dir / repo.rsplit("/", 1)[-1]]
     for candidate in candidates:
-        if all((candidate / name).is_file() for name in FILES):
+        if holds_checkpoint(candidate):
             return candidate
         looked.append(str(candidate))
     from huggingface_hub import snapshot_download  # noqa: PLC0415 - only when needed

@@ -1,9 +1,14 @@
 """One SQLite connection, owned by one thread: callers `await db.run(fn)` and the event loop
-never waits on the disk. WAL mode with synchronous=FULL: a committed write survives a crash."""
+never waits on the disk. WAL mode with synchronous=FULL: a committed write survives a crash.
+
+The ledger holds the account, so only its user may read it: its folder is created 0700 and the
+file 0600 before SQLite opens it (SQLite gives the -wal and -shm files the database's mode),
+whatever the umask; files an older version or a looser umask left readable are tightened."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from trader.ledger.migrations import MIGRATIONS
+from trader.private_files import UnsafePath, open_private, private_folder, restrict
 
 T = TypeVar("T")
 
@@ -43,8 +49,20 @@ def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def make_private(path: Path) -> None:
+    """The ledger's folder (where missing) 0700, and the ledger and its side files 0600."""
+    private_folder(path.parent)
+    if not os.path.lexists(path):
+        os.close(open_private(path))
+    for file in (path, *(path.with_name(path.name + side) for side in SIDE_FILES)):
+        restrict(file)
+
+
 def _connect(path: Path, durable: bool = True) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private(path)
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
@@ -85,7 +103,7 @@ class Database:
         try:
             database._connection = await database._submit(lambda: _connect(path, durable))
             await database.run(migrate)
-        except sqlite3.DatabaseError as error:
+        except (sqlite3.DatabaseError, OSError, UnsafePath) as error:
             await database.close()
             raise LedgerError(f"ledger {path}: {error}") from error
         return database

@@ -143,4 +143,33 @@ MIGRATIONS: tuple[str, ...] = (
         taken_at TEXT NOT NULL
     );
     """,
+    # 4: the nonces of signed operator commands, kept while their command could still pass the
+    # freshness check (`fresh_until`), so a command captured on the broker is refused as
+    # replayed after a restart too.
+    """
+    CREATE TABLE command_nonces (
+        nonce TEXT PRIMARY KEY,
+        command TEXT NOT NULL,
+        seen_at TEXT NOT NULL,
+        fresh_until TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX command_nonces_fresh ON command_nonces (fresh_until);
+    """,
+    # 5: forecast skill. Each forecast scored once its horizon's
+    # bars closed: the figures' sums over its steps (JSON), the no-change forecast's beside
+    # them, or why it could not be scored. The key makes scoring a forecast twice impossible.
+    """
+    CREATE TABLE forecast_scores (
+        symbol TEXT NOT NULL,
+        model TEXT NOT NULL,
+        as_of TEXT NOT NULL,
+        scored_at TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        outcome TEXT NOT NULL,
+        sums TEXT NOT NULL,
+        naive TEXT NOT NULL,
+        PRIMARY KEY (symbol, model, as_of)
+    ) WITHOUT ROWID;
+    CREATE INDEX forecasts_as_of ON forecasts (as_of);
+    """,
 )

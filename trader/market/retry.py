@@ -56,7 +56,7 @@ class Retrier:
     retry_after: Callable[[], float | None] = lambda: None  # the last response's Retry-After
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     # Jitter only spreads retries out; it needs no cryptographic randomness.
-    draw: Callable[[], float] = field(default_factory=lambda: random.Random().random)  # noqa: S311
+    draw: Callable[[], float] = field(default_factory=lambda: random.Random().random)  # noqa: S311 - jitter, not a secret
     _quiet_until: float = 0.0  # loop time before which nothing is sent
 
     async def call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:

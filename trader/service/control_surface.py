@@ -1,6 +1,7 @@
 """How the outside world steers a running daemon: SIGTERM/SIGINT stop it, SIGHUP reloads the
 strategy and risk settings, and signed MQTT commands (pause, resume, flatten, reload) run
-between ticks through the `Controller`. Every command's result is published."""
+between ticks through the `Controller`. Every payload on the command topic gets a published
+result, a count and a log line, whatever it holds."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from structlog.typing import FilteringBoundLogger as Logger
 from trader.service.parts import Parts
 from trader.telemetry import events
 from trader.telemetry.commands import CommandVerifier, Refusal
+from trader.telemetry.mqtt import base_topic
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -25,7 +27,7 @@ class ControlSurface:
         self._parts = parts
         self._request_stop = request_stop
         self._log = log
-        self._verifier: CommandVerifier | None = None
+        self._verifier_made: CommandVerifier | None = None
 
     @contextmanager
     def signals(self) -> Iterator[None]:
@@ -76,31 +78,49 @@ class ControlSurface:
             return f"failed: {type(error).__name__}"
 
     async def on_command(self, payload: bytes) -> None:
-        """A message on the cmd topic: verified, then carried out between ticks."""
+        """A message on the cmd topic, whatever it holds: answered on cmd/result, counted and
+        logged; one that passes every check is carried out between ticks. Nothing a payload
+        does can end this without an answer."""
+        try:
+            command, result, reason = await self._obey(payload)
+        except Exception as error:
+            self._log.exception("command handling failed", error=type(error).__name__)
+            command, result, reason = "invalid", "error", f"not handled: {type(error).__name__}"
         parts = self._parts
-        mqtt, metrics = parts.settings.mqtt, parts.metrics
-        assert mqtt.command_secret is not None
-        assert metrics is not None
-        verifier = self._verifier
-        if verifier is None:
-            verifier = self._verifier = CommandVerifier(
-                mqtt.command_secret.get_secret_value().encode(), mqtt.command_window_s
-            )
-        verdict = verifier.verify(payload, time.time())
-        at = parts.venue.clock.now() if parts.venue is not None else datetime.now(UTC)
-        if isinstance(verdict, Refusal):
-            metrics.command(verdict.command, verdict.result)
-            self._log.warning(
-                "command refused", command=verdict.command, result=verdict.result,
-                reason=verdict.reason,
-            )  # fmt: skip
-            result, reason, command = verdict.result, verdict.reason, verdict.command
-        else:
-            reason = await self.run(verdict.name, "mqtt command")
-            result = "failed" if reason.startswith(("failed", "not ready")) else "accepted"
-            metrics.command(verdict.name, result)
-            command = verdict.name
+        if parts.metrics is not None:
+            parts.metrics.command(command, result)
+        if result not in {"accepted", "failed"}:
+            self._log.warning("command refused", command=command, result=result, reason=reason)
         if parts.link is not None:
+            at = parts.venue.clock.now() if parts.venue is not None else datetime.now(UTC)
             parts.link.publish(
                 events.command_result(parts.settings.instance, at, command, result, reason)
             )
+
+    async def _obey(self, payload: bytes) -> tuple[str, str, str]:
+        """(command label, result, reason) of one payload."""
+        parts, now = self._parts, time.time()
+        checked = self._verifier().check(payload, now)
+        if isinstance(checked, Refusal):
+            return checked.command, checked.result, checked.reason
+        if parts.controller is None or parts.nonces is None:  # the nonce stays unspent
+            return checked.label, "failed", "not ready: start-up is not finished"
+        verdict = await self._verifier().admit(checked, now, parts.nonces)
+        if isinstance(verdict, Refusal):
+            return verdict.command, verdict.result, verdict.reason
+        reason = await self.run(verdict.name, "mqtt command")
+        result = "failed" if reason.startswith(("failed", "not ready")) else "accepted"
+        return verdict.name, result, reason
+
+    def _verifier(self) -> CommandVerifier:
+        if self._verifier_made is None:
+            settings = self._parts.settings
+            secret = settings.mqtt.command_secret
+            if secret is None:  # the settings refuse commands without a secret
+                raise ValueError("commands need mqtt.command_secret")
+            self._verifier_made = CommandVerifier(
+                secret.get_secret_value().encode(),
+                settings.mqtt.command_window_s,
+                base_topic(settings.mqtt, settings.instance) + "/cmd",
+            )
+        return self._verifier_made

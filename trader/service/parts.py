@@ -17,11 +17,13 @@ from trader.daemon.control import Controller
 from trader.daemon.inference import ModelSlot
 from trader.daemon.jobs import WallJobs
 from trader.daemon.notify import SystemdNotifier
+from trader.daemon.skill import LiveSkill
 from trader.daemon.ticks import TickLoop
 from trader.domain import Quote
 from trader.engine.pipeline import Engine
 from trader.engine.report import TickReport
 from trader.forecast.device import DeviceChoice
+from trader.ledger.nonces import CommandNonces
 from trader.market.hygiene import SkipReason
 from trader.market.replay_calendars import ReplayCalendars
 from trader.runner import Venue
@@ -29,6 +31,7 @@ from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.mqtt import MqttLink
 from trader.telemetry.readiness import Readiness
+from trader.telemetry.skill_metrics import SkillMetrics
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Parts:
     started: float = field(default_factory=time.monotonic)
     # telemetry
     metrics: Metrics | None = None
+    skill_metrics: SkillMetrics | None = None
     endpoint: HttpEndpoint | None = None
     link: MqttLink | None = None
     # start-up
@@ -88,6 +92,8 @@ class Parts:
     engine: Engine | None = None
     slots: list[ModelSlot] = field(default_factory=list)
     controller: Controller | None = None
+    nonces: CommandNonces | None = None  # used command nonces, in the ledger once it is open
+    skill: LiveSkill | None = None
     ticks: TickLoop | None = None
     jobs: WallJobs | None = None
     # what ticks and jobs last saw

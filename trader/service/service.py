@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack, suppress
 
-from trader.broker.safety import config_refusal
 from trader.config import LoadedSettings
 from trader.config.loader import load_from_environment
 from trader.config.schema import Settings
+from trader.config.strict import config_refusal
 from trader.daemon.notify import SystemdNotifier
 from trader.daemon.reload import SettingsSource
 from trader.exit_codes import EX_CONFIG, EX_SOFTWARE
@@ -54,10 +54,16 @@ class Service:
         # Live trading needs three explicit opt-ins (the mode, the confirmation, keys from the
         # secrets directory or the environment); another instance holding the ledger or a
         # symbol is found when the broker is built.
-        refusal = config_refusal(self.parts.settings, self.parts.loaded.origins)
+        loaded = self.parts.loaded
+        refusal = config_refusal(self.parts.settings, loaded.origins, loaded.secrets_in_files)
         if refusal is not None:
             self._log.error("refusing to start", reason=refusal)
             return EX_CONFIG
+        for key, where in sorted(loaded.secrets_in_files.items()):
+            self._log.warning(
+                "a secret is in a config file", key=key, file=where,
+                fix="keep secrets in the secrets directory or the environment",
+            )  # fmt: skip
         try:
             with self._control.signals():
                 async with AsyncExitStack() as stack:

@@ -29,6 +29,7 @@ from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable
 from trader.ledger.database import Database, LedgerError
+from trader.ledger.nonces import CommandNonces
 from trader.ledger.trading import TradingLedger
 from trader.runner import (
     Venue,
@@ -45,8 +46,10 @@ from trader.service.exchange import ExchangeConnection
 from trader.service.jobs import ScheduledJobs, reconcile
 from trader.service.parts import Parts, StartupFailed
 from trader.service.shutdown import close_ledger
+from trader.service.skill import start_skill
 from trader.service.status import model_fields, publish_status, runtime, status_text
 from trader.service.ticking import Ticking
+from trader.telemetry.commands import MAX_NONCES
 from trader.telemetry.hooks import TelemetryHooks
 from trader.telemetry.metrics import CountedSkips
 
@@ -121,6 +124,7 @@ class Startup:
         except LedgerError as error:
             raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
         stack.push_async_callback(close_ledger, database, self.log)
+        self.parts.nonces = CommandNonces(database, MAX_NONCES)
         return database
 
     def _make_venue(self, last: datetime | None) -> Venue | None:
@@ -189,6 +193,7 @@ class Startup:
             last_tick=venue.resume_after.isoformat() if venue.resume_after else None,
         )
         parts.readiness.add("trading_state", partial(health.trading_state_check, parts))
+        await start_skill(parts, database, venue.clock.now(), self.log)
         return engine
 
     async def _load_models(self, worker: InferenceWorker, device: DeviceChoice) -> None:

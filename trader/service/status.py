@@ -52,7 +52,7 @@ def status_event(parts: Parts, state: str, **extra: Any) -> events.Event:
         "broker_mode": settings.broker.mode,
         "symbols": list(settings.market.symbols),
         "timeframe": settings.market.timeframe,
-        "quote_source": _quote_source(settings),
+        "quote_source": quote_source(parts),
         "trading_state": str(engine.risk.state) if engine else None,
         "trading_reason": engine.risk.status.reason if engine else None,
     }
@@ -82,10 +82,13 @@ def log_start(parts: Parts, log: Logger) -> None:
         model=model,
         model_mode=runtime(settings, model),
         device_requested=settings.forecast.device,
-        quote_source=_quote_source(settings),
+        quote_source=quote_source(parts),
         config_file=str(config_file) if config_file else None,
     )
 
 
-def _quote_source(settings: Settings) -> str:
-    return "real" if settings.market.add_latest else "synthetic"
+def quote_source(parts: Parts) -> str:
+    """Where quotes come from, truthfully: a replay's are modelled from its bars, never real."""
+    if not parts.settings.market.add_latest:
+        return "synthetic"
+    return "modelled" if parts.replay is not None else "real"

@@ -13,12 +13,14 @@ from structlog.typing import FilteringBoundLogger as Logger
 
 from trader.daemon.loop_lag import LoopLagMonitor
 from trader.exit_codes import EX_UNAVAILABLE
+from trader.runner import model_names
 from trader.service.health import publish_verdict
 from trader.service.parts import Parts, StartupFailed
 from trader.service.status import publish_status
 from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.mqtt import MqttLink
+from trader.telemetry.skill_metrics import SkillMetrics
 
 
 async def start_telemetry(
@@ -35,6 +37,9 @@ async def start_telemetry(
         simulated_clock=parts.replay is not None,  # the clock itself comes with the venue
     )
     metrics.set_risk_limits(settings.risk)
+    parts.skill_metrics = SkillMetrics(
+        metrics.registry, settings.market.symbols, model_names(settings)
+    )
     parts.readiness.mark("started", False, "starting")
     if settings.metrics.enabled:
         endpoint = parts.endpoint = HttpEndpoint(
@@ -42,6 +47,7 @@ async def start_telemetry(
             parts.readiness,
             host=settings.metrics.host,
             port=settings.metrics.port,
+            idle_timeout_s=settings.metrics.idle_timeout_s,
             on_verdict=lambda verdict: publish_verdict(parts, verdict),
         )
         try:

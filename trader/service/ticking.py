@@ -14,6 +14,7 @@ from trader.engine.report import TickReport
 from trader.risk.state import TradingStatus
 from trader.service.exchange import ExchangeConnection
 from trader.service.parts import Parts, StartupFailed
+from trader.service.skill import observe_skill
 from trader.service.status import publish_status
 
 
@@ -45,6 +46,7 @@ class Ticking:
             except StartupFailed as failed:
                 self.log.error("market data", reason=failed.reason)
         report = await engine.tick(at)
+        await observe_skill(self.parts, report, self.log)
         await controller.after_tick(report)
         return report
 

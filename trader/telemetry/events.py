@@ -6,7 +6,8 @@ topic is written with '-' for '/' (SOL/USDT -> forecast/SOL-USDT), so that one t
 one symbol and `forecast/+` matches them all.
 
 Topics: status (retained; the broker publishes the last will "offline" there), heartbeat,
-forecast/<symbol>, decision, order, fill, pnl, cmd (operator commands in) and cmd/result.
+forecast/<symbol>, forecast_score/<symbol> (a forecast scored once its horizon closed),
+decision, order, fill, pnl, cmd (operator commands in) and cmd/result.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from trader.domain import DomainError, Fill, Forecast, Order, Signal
+from trader.domain import DomainError, Fill, Forecast, Order, Signal, from_epoch_ms
 from trader.engine.report import TickReport
+from trader.skill.live import LiveScore, WindowFigures
 
 SCHEMA_VERSION = 1
 
@@ -84,6 +86,29 @@ def forecast(instance: str, tick: datetime, f: Forecast) -> Event:
         mean={field: list(path) for field, path in f.mean.items()},
     )  # fmt: skip
     return Event(f"forecast/{topic_symbol(f.symbol)}", body)
+
+
+def forecast_score(
+    instance: str, tick: datetime, score: LiveScore, window: WindowFigures, naive: WindowFigures
+) -> Event:
+    """One forecast's own figures over its steps, and its model's over the skill window."""
+
+    def ratio(name: str) -> float | None:
+        top, bottom = score.sums.get(name, (0.0, 0.0))
+        return top / bottom if bottom > 0 else None
+
+    skill = ratio("skill")
+    body = make(
+        "forecast_score", instance, tick, symbol=score.symbol, model=score.model,
+        as_of=_time(from_epoch_ms(score.as_of_ms)), horizon=score.steps, crps=ratio("crps"),
+        crps_naive=ratio("crps_naive"), mase=ratio("mase"),
+        skill_vs_naive=None if skill is None else 1.0 - skill,
+        coverage={c[len("coverage_"):]: ratio(c) for c in score.sums if c.startswith("coverage_")},
+        window={"forecasts": window.forecasts, "crps": window.crps, "mase": window.mase,
+                "skill_vs_naive": window.skill_vs_naive, "coverage": dict(window.coverage),
+                "crps_naive": naive.crps},
+    )  # fmt: skip
+    return Event(f"forecast_score/{topic_symbol(score.symbol)}", body)
 
 
 def decision(instance: str, tick: datetime, s: Signal) -> Event:

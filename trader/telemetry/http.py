@@ -1,4 +1,8 @@
-"""The daemon's HTTP endpoint (loopback by default): /metrics, /healthz, /readyz."""
+"""The daemon's HTTP endpoint (loopback by default): /metrics, /healthz, /readyz.
+
+A connection that has not sent a whole request within `idle_timeout_s` is closed, from the
+moment it opens (aiohttp >= 3.14.4 starts its keep-alive timer there; before, a client that
+connected and sent nothing, or half a request, held its connection for ever)."""
 
 from __future__ import annotations
 
@@ -20,12 +24,14 @@ class HttpEndpoint:
         *,
         host: str,
         port: int,
+        idle_timeout_s: float = 30.0,
         on_verdict: Callable[[Verdict], None] = lambda verdict: None,
     ) -> None:
         self.registry = registry
         self.readiness = readiness
         self.host = host
         self.port = port  # the bound port once started (the setting may be 0: any free one)
+        self.idle_timeout_s = idle_timeout_s
         self._runner: web.AppRunner | None = None
         self._on_verdict = on_verdict
 
@@ -56,7 +62,9 @@ class HttpEndpoint:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=self.idle_timeout_s
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         try:

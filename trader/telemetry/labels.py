@@ -23,7 +23,7 @@ GPU_MEMORY_KINDS = ("allocated", "reserved", "peak_allocated")
 COMMANDS = ("pause", "resume", "flatten", "reload", "invalid")
 COMMAND_RESULTS = (
     "accepted", "bad_signature", "replayed", "stale", "malformed", "unknown_command",
-    "rate_limited", "failed",
+    "rate_limited", "failed", "error",
 )  # fmt: skip
 TASKS = ("quotes", "reconcile", "equity", "heartbeat")  # the periodic jobs between ticks
 RISK_LIMITS = ("max_drawdown", "daily_loss")

@@ -30,6 +30,11 @@ PUBLISH_TIMEOUT_S = 10.0
 FIRST_RETRY_DELAY_S = 0.5
 
 
+def base_topic(settings: MqttSettings, instance: str) -> str:
+    """Where an instance's topics live: `<prefix>/<instance>`."""
+    return f"{settings.topic_prefix}/{instance}"
+
+
 class MqttLink:
     def __init__(
         self,
@@ -42,7 +47,7 @@ class MqttLink:
     ) -> None:
         self.settings = settings
         self.instance = instance
-        self.base = f"{settings.topic_prefix}/{instance}"
+        self.base = base_topic(settings, instance)
         self._on_connected = on_connected
         self._on_dropped = on_dropped
         self._on_command = on_command if settings.commands_enabled else None
@@ -128,7 +133,7 @@ class MqttLink:
             finally:
                 self._set_connected(False)
             # Full jitter above half the delay: many daemons do not reconnect in step.
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))  # noqa: S311 - jitter, not a secret
             delay = min(delay * 2, self.settings.reconnect_max_delay_s)
 
     def _set_connected(self, up: bool) -> None:
@@ -184,8 +189,10 @@ class MqttLink:
     async def _receive(self, client: aiomqtt.Client) -> None:
         # Iterating also notices a dead connection while nothing is being sent.
         async for message in client.messages:
-            if self._on_command is None or not isinstance(message.payload, bytes | bytearray):
+            if self._on_command is None:
                 continue
+            # Every payload is handed on (aiomqtt types it as bytes), an empty one included:
+            # each gets an answer.
             task = asyncio.create_task(self._on_command(bytes(message.payload)))
             self._commands.add(task)
             task.add_done_callback(self._commands.discard)

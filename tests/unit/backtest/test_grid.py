@@ -68,8 +68,8 @@ def test_a_key_twice_and_a_value_another_setting_refuses():
     with pytest.raises(GridError, match="given twice"):
         parse_axes(["ci_guard.k=1", "strategy.ci_multiplier=2"], BASE)
     # A level the band reads must be one the forecasts have: checked across settings.
-    with pytest.raises(GridError, match=r"ci_guard.lower=0.45: .*forecast.quantiles lacks"):
-        parse_axes(["ci_guard.lower=0.4,0.45"], BASE)
+    with pytest.raises(GridError, match=r"ci_guard.lower=0.42: .*forecast.quantiles lacks"):
+        parse_axes(["ci_guard.lower=0.4,0.42"], BASE)
     assert with_value(BASE, {"strategy.ci_lower_quantile": "0.2"}).strategy.ci_lower_quantile
 
 

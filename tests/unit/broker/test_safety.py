@@ -11,12 +11,12 @@ from trader.broker.safety import (
     InstanceLocks,
     StartRefused,
     account_name,
-    config_refusal,
     ledger_holder,
     take_live_locks,
     trading_capital,
 )
 from trader.config.schema import Settings
+from trader.config.strict import config_refusal
 
 NOW = datetime(2024, 3, 1, tzinfo=UTC)
 KEY = "a-key-of-the-account"

@@ -281,7 +281,7 @@ def test_every_method_agrees_with_brute_force(anchor: str, text: str, which: str
     starts = brute_starts(intervals, timeframe, anchor)
     ends = [s + step for s in starts]
     assert calendar.bar_starts(timeframe, *SPAN).tolist() == starts
-    rng = random.Random(f"{which}{anchor}{text}")  # noqa: S311  # reproducible, not secret
+    rng = random.Random(f"{which}{anchor}{text}")  # noqa: S311 - reproducible, not secret
     # Random times, plus the expected starts and ends themselves (the edge cases).
     times = [rng.randrange(*SPAN) // MINUTE * MINUTE for _ in range(150)]
     edges = rng.sample(starts, min(25, len(starts))) + rng.sample(ends, min(25, len(ends)))

@@ -21,6 +21,7 @@ from trader.telemetry.commands import sign
 from trader.telemetry.metrics import Metrics
 
 SECRET = "a-command-secret-of-some-length"
+TOPIC = "trader/default/cmd"  # the default prefix and instance
 
 
 def parts(**settings: object) -> Parts:
@@ -70,15 +71,15 @@ async def test_commands_before_start_up_ends_are_answered_not_ready():
     made = parts(mqtt={"enabled": True, "command_secret": SECRET})
     control = ControlSurface(made, StopRequest(), get_logger("test"))
     assert await control.run("pause", "test") == "not ready: start-up is not finished"
-    await control.on_command(sign(SECRET, "pause", timestamp=int(time.time())))
+    await control.on_command(sign(SECRET, "pause", topic=TOPIC, timestamp=int(time.time())))
     assert sample(made, "trader_mqtt_commands_total", command="pause", result="failed") == 1.0
 
 
 @pytest.mark.parametrize(
     ("payload", "result"),
     [
-        (sign("another secret", "pause", timestamp=int(time.time())), "bad_signature"),
-        (sign(SECRET, "pause", timestamp=int(time.time()) - 3600), "stale"),
+        (sign("another secret", "pause", topic=TOPIC, timestamp=int(time.time())), "bad_signature"),
+        (sign(SECRET, "pause", topic=TOPIC, timestamp=int(time.time()) - 3600), "stale"),
         (b"not json", "malformed"),
     ],
 )

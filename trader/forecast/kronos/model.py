@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trader.forecast.kronos.config import DEPENDENCY_HEADS, ModelConfig
@@ -149,3 +150,15 @@ class KronosModel(nn.Module):
         q = attn.heads(attn.q_proj, self.embedding.emb_s1(s1).unsqueeze(-2))  # [B, S, 4, 1, hd]
         y = attn.merge(attend(q, prefix, prefix_valid, own, causal=False)).squeeze(-2)
         return self.head.proj_s2(layer.norm(hidden + y))
+
+    def s2_logits_every_step(self, hidden: Tensor, s1: Tensor) -> Tensor:
+        """Training's view of `s2_logits`: hidden [N, T, d] over a whole window and s1 [N, T],
+        the s1 token that follows each position (the target, teacher-forced); returns the s2
+        logits [N, T, V2] of every position at once. Position t's query attends to the hidden
+        states up to t, unrotated: exactly what `s2_logits` computes when t is the last
+        position of a generation step."""
+        attn = self.dep_layer.cross_attn
+        q = attn.heads(attn.q_proj, self.embedding.emb_s1(s1))
+        k, v = self.dependency_kv(hidden)
+        y = attn.merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return self.head.proj_s2(self.dep_layer.norm(hidden + y))

@@ -26,16 +26,28 @@ class KronosTokenizer(nn.Module):
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Normalised bars [N, T, d_in] -> (s1, s2) ids, each [N, T] (int64)."""
-        z = self.embed(x)
-        cos, sin = self.encoder.rotary(_arange(z))
-        for layer in self.encoder:
-            z, _, _ = layer(z, cos, sin)
-        z = self.quant_embed(z)
+        z = self.latent(x)
         # Bit j is set where the normalised coordinate is positive: exactly the reference's
         # sign quantizer (normalising first keeps its underflow-to-zero cases identical).
         bits = (F.normalize(z, dim=-1) > 0).long()
         s1 = self.config.s1_bits
         return _bits_to_ids(bits[..., :s1]), _bits_to_ids(bits[..., s1:])
+
+    def latent(self, x: Tensor) -> Tensor:
+        """Normalised bars [N, T, d_in] -> the encoder's output before quantization
+        [N, T, codebook_dim]."""
+        z = self.embed(x)
+        cos, sin = self.encoder.rotary(_arange(z))
+        for layer in self.encoder:
+            z, _, _ = layer(z, cos, sin)
+        return self.quant_embed(z)
+
+    def reconstruct(self, z: Tensor) -> Tensor:
+        """The decoder from position 0: embedded codes [N, T, d_model] -> bars [N, T, d_in]."""
+        cos, sin = self.decoder.rotary(_arange(z))
+        for layer in self.decoder:
+            z, _, _ = layer(z, cos, sin)
+        return self.head(z)
 
     def codes(self, s1: Tensor, s2: Tensor) -> Tensor:
         """The quantized vector for ids: bits as +-1, scaled to the unit sphere."""
@@ -47,11 +59,7 @@ class KronosTokenizer(nn.Module):
 
     def decode(self, s1: Tensor, s2: Tensor) -> Tensor:
         """ids [N, T] -> bars [N, T, d_in] (normalised), the window from position 0."""
-        z = self.post_quant_embed(self.codes(s1, s2))
-        cos, sin = self.decoder.rotary(_arange(z))
-        for layer in self.decoder:
-            z, _, _ = layer(z, cos, sin)
-        return self.head(z)
+        return self.reconstruct(self.post_quant_embed(self.codes(s1, s2)))
 
     def decode_paths(
         self, prefix: tuple[Tensor, Tensor] | None, paths: tuple[Tensor, Tensor]

@@ -17,13 +17,13 @@ import inspect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 import torch.fx.experimental._config as fx_config
 
 from trader.domain import Forecast
+from trader.forecast.autocast import Autocast
 from trader.forecast.protocol import ForecastRequest
 from trader.forecast.runtime import ModelRuntime, RuntimeForecaster
 from trader.forecast.samples import forecasts_from_samples
@@ -39,7 +39,6 @@ DECODE_BUDGET_BYTES = 256 * 2**20
 _SHARED_UNBACKED = (
     "shape_id" in inspect.signature(torch._dynamo.decorators.mark_unbacked).parameters
 )
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 class TotoForecaster(RuntimeForecaster):
@@ -64,9 +63,7 @@ class TotoForecaster(RuntimeForecaster):
         self.variates = tuple(variates)
         self.num_samples = num_samples
         self.seed = seed
-        self.autocast = _DTYPES[precision]
-        if self.autocast is not torch.float32 and self.device.type == "cpu":
-            raise ValueError(f"{precision} runs on GPUs only; the CPU runs float32")
+        self._precision = Autocast.of(precision, self.device)
         self.patch = model.config.patch_size
         compile_ = compiler or torch.compile
         self.runtime = ModelRuntime(
@@ -77,11 +74,6 @@ class TotoForecaster(RuntimeForecaster):
         )
         self._prefill = self.runtime.wrap(self.model.prefill)
         self._decode = self.runtime.wrap(self.model.decode)
-
-    def _precision(self) -> AbstractContextManager[Any]:
-        if self.autocast is torch.float32:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast)
 
     @torch.inference_mode()
     def _forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:

@@ -220,6 +220,17 @@ class TradingCalendar:
         missing: Int64s = np.maximum(0, grid.below_many(before) - grid.below_many(after + 1))
         return missing
 
+    def missing_before(self, timeframe: Timeframe, starts_ms: ArrayLike) -> Int64s:
+        """For each bar of a run of ascending bar starts, the expected starts missing between
+        it and the bar before (vectorised missing_between; 0 for the first bar)."""
+        times = np.asarray(starts_ms, dtype=np.int64)
+        if times.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if np.any(np.diff(times) < 0):
+            raise ValueError("bar starts are not in ascending order")
+        gaps = self.missing_between_many(timeframe, times[:-1], times[1:])
+        return np.concatenate([[0], gaps]).astype(np.int64)
+
     # -- bar ends ---------------------------------------------------------------------------
 
     def next_bar_end(self, timeframe: Timeframe, after_ms: int) -> int:

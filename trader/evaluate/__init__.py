@@ -1,0 +1,1 @@
+"""`trader evaluate`: forecast skill over rolling origins."""
