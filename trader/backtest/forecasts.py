@@ -56,6 +56,9 @@ class CachedForecaster:
         self.use = use
         self._log = get_logger("trader.backtest")
         self._rows: dict[tuple[str, int], tuple[object, ...]] = {}  # by symbol and close
+        # Each row read back once: every strategy's run, and the report's quality section,
+        # are served the same (immutable) forecast.
+        self._read_back: dict[tuple[str, int], Forecast] = {}
 
     def load(self, ends: Mapping[str, Sequence[int]]) -> None:
         """Read the cached forecasts of the windows closing at `ends` (per symbol, epoch ms)
@@ -96,11 +99,16 @@ class CachedForecaster:
 
     def _read(self, window: Window) -> Forecast | None:
         """The cached forecast: checked when it was made, and stored exactly."""
+        where = (window.symbol, window.end_ms)
+        forecast = self._read_back.get(where)
+        if forecast is not None:
+            return forecast
         timeframe = self.windows[window.symbol].timeframe
-        row = self._rows.get((window.symbol, window.end_ms))
-        if row is not None:
-            return read_forecast(row, timeframe, check=False)
-        return self.cache.get(entry_key(self.key, window.key), timeframe)
+        row = self._rows.pop(where, None)
+        if row is None:
+            return self.cache.get(entry_key(self.key, window.key), timeframe)
+        forecast = self._read_back[where] = read_forecast(row, timeframe, check=False)
+        return forecast
 
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         out: list[Forecast | None] = []

@@ -70,6 +70,34 @@ class Bar:
         if self.low > min(self.open, self.close):
             raise DomainError(f"bar low {self.low} is above open/close ({self.open}/{self.close})")
 
+    @classmethod
+    def unchecked(
+        cls,
+        symbol: str,
+        timeframe: Timeframe,
+        start: datetime,
+        open_: float,
+        high: float,
+        low: float,
+        close: float,
+        volume: float,
+        quote_volume: float | None,
+    ) -> Bar:
+        """A bar whose every field its caller has checked as `__post_init__` would (a
+        recording's rows judged in bulk: `hygiene.parse_rows`), made without checking again."""
+        bar = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(bar, "symbol", symbol)
+        setattr_(bar, "timeframe", timeframe)
+        setattr_(bar, "start", start)
+        setattr_(bar, "open", open_)
+        setattr_(bar, "high", high)
+        setattr_(bar, "low", low)
+        setattr_(bar, "close", close)
+        setattr_(bar, "volume", volume)
+        setattr_(bar, "quote_volume", quote_volume)
+        return bar
+
     @property
     def end(self) -> datetime:
         """When the bar closed (and the next one opened)."""

@@ -169,6 +169,11 @@ def _write_portfolio(c: Statements, portfolio: Portfolio, symbols: Iterable[str]
 class TradingLedger:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # The trading state's row as last written, and what it was made of: most ticks
+        # write the same (immutable) status and day marks again.
+        self._state: tuple[TradingStatus | None, DayMarks | None, tuple[object, ...]] = (
+            None, None, (),
+        )  # fmt: skip
 
     @property
     def database(self) -> Database:
@@ -215,10 +220,15 @@ class TradingLedger:
         crash leaves the tick whole or absent, never half-booked. A tick that moved no order
         and no money is not forced to disk: losing it to a power cut only means re-running it."""
 
+        status, day, state = self._state
+        if record.status is not status or record.day is not day:
+            state = _state_row(record.status, record.day)
+            self._state = (record.status, record.day, state)
+
         def write(c: Statements) -> None:
             _write_executions(c, executions, portfolio, record.at)
             c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
-            _write_tick(c, record)
+            _write_tick(c, record, state)
             if change is not None:
                 _write_status_event(c, change)
 
@@ -268,7 +278,8 @@ def _write_executions(
         _write_portfolio(c, portfolio, touched)
 
 
-def _write_tick(c: Statements, record: TickRecord) -> None:
+def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) -> None:
+    """The tick's rows; `state`: the trading state's row (`_state_row`)."""
     tick = time_text(record.at)
     c.executemany(
         "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -287,13 +298,19 @@ def _write_tick(c: Statements, record: TickRecord) -> None:
         (tick, money_text(record.equity), money_text(record.cash),
          money_text(record.exposure), record.drawdown),
     )  # fmt: skip
-    _write_status(c, record.status, record.day)
+    c.execute(_SET_STATE, state)
     skipped = _SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
     c.execute(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
         (tick, tick, record.outcome, record.ready, skipped,
-         _SORTED.encode(dict(record.timings))),
+         _timings_text(record.timings)),
     )  # fmt: skip
+
+
+def _timings_text(timings: Mapping[str, float]) -> str:
+    """`_SORTED.encode(timings)`, written at once: the stage names are plain words and the
+    seconds floats, and the encoder's setup for each call costs more than the text."""
+    return "{" + ", ".join([f'"{name}": {timings[name]!r}' for name in sorted(timings)]) + "}"
 
 
 def _write_status_event(c: Statements, status: TradingStatus) -> None:
@@ -304,14 +321,15 @@ def _write_status_event(c: Statements, status: TradingStatus) -> None:
 
 
 def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:
-    c.execute(
-        _SET_STATE,
-        (
-            status.state.value, status.reason, time_text(status.since),
-            day.day.isoformat() if day else None,
-            money_text(day.start) if day else None,
-            money_text(day.peak) if day else None,
-        ),
+    c.execute(_SET_STATE, _state_row(status, day))
+
+
+def _state_row(status: TradingStatus, day: DayMarks | None) -> tuple[object, ...]:
+    return (
+        status.state.value, status.reason, time_text(status.since),
+        day.day.isoformat() if day else None,
+        money_text(day.start) if day else None,
+        money_text(day.peak) if day else None,
     )  # fmt: skip
 
 

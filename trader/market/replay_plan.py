@@ -32,7 +32,7 @@ import numpy as np
 from trader.config.market_settings import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.market.calendars.calendar import TradingCalendar
-from trader.market.hygiene import RawQuote, SkipReason, check_quote, parse_row, quote_time
+from trader.market.hygiene import RawQuote, SkipReason, check_quote, parse_rows, quote_time
 from trader.market.quotes import SpreadModel, modelled_quote, synthetic_quote
 from trader.market.replay import Recording
 from trader.market.step import history_start
@@ -72,7 +72,7 @@ def plan_replay(
 ) -> ReplayPlan | None:
     """The plan of a replay that runs the ticks `times` (in order) from a fresh ledger;
     None where a calendar does not cover its recording and ticks. `parsed`: each
-    recording's rows already judged by `parse_row` (else they are judged here)."""
+    recording's rows already judged by `parse_rows` (else they are judged here)."""
     if not times:
         return ReplayPlan({}, {s: [] for s in recordings})
     planned: dict[str, list[SymbolTick]] = {}
@@ -106,7 +106,7 @@ class _SymbolPlanner:
         self.ends = [start + self.step_ms for start in self.starts]
         # Every row judged once, as the data step judges it.
         if parsed is None or len(parsed) != len(recording.rows):
-            parsed = [parse_row(row, self.symbol, self.timeframe) for row in recording.rows]
+            parsed = parse_rows(recording.rows, self.symbol, self.timeframe)
         self.parsed = parsed
 
     def plan(self, times: Sequence[datetime]) -> list[SymbolTick] | None:
