@@ -147,10 +147,11 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
-        with exact():
+        synthetic = self.source is QuoteSource.SYNTHETIC
+        with exact():  # one context for both (`spread` is this, when asked for)
             mid = (self.bid + self.ask) / 2
+            spread = None if synthetic else self.ask - self.bid
         object.__setattr__(self, "mid", mid)
-        spread = self.spread
         object.__setattr__(
             self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
         )

@@ -32,16 +32,22 @@ from trader.domain import (
     Signal,
 )
 from trader.domain.execution import Execution
-from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
+from trader.ledger.codec import (
+    SORTED,
+    compact_json,
+    money_text,
+    optional_money,
+    optional_time,
+    parse_time,
+    sorted_seconds_json,
+    time_text,
+)
 from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.ledger.forecast_rows import forecast_row
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
 _TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
-# json.dumps builds an encoder per call when given options: one of each, made once.
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-_SORTED = json.JSONEncoder(sort_keys=True)
 _MOVE_CURSOR = (
     "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
     "SET last_bar_start = excluded.last_bar_start"
@@ -289,7 +295,7 @@ def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) ->
         "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
         [
             (tick, s.symbol, s.strategy, s.direction.value, s.reason,
-             _COMPACT.encode(dict(s.inputs)))
+             compact_json(s.inputs))
             for s in record.decisions
         ],
     )  # fmt: skip
@@ -299,18 +305,12 @@ def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) ->
          money_text(record.exposure), record.drawdown),
     )  # fmt: skip
     c.execute(_SET_STATE, state)
-    skipped = _SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
+    skipped = SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
     c.execute(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
         (tick, tick, record.outcome, record.ready, skipped,
-         _timings_text(record.timings)),
+         sorted_seconds_json(record.timings)),
     )  # fmt: skip
-
-
-def _timings_text(timings: Mapping[str, float]) -> str:
-    """`_SORTED.encode(timings)`, written at once: the stage names are plain words and the
-    seconds floats, and the encoder's setup for each call costs more than the text."""
-    return "{" + ", ".join([f'"{name}": {timings[name]!r}' for name in sorted(timings)]) + "}"
 
 
 def _write_status_event(c: Statements, status: TradingStatus) -> None:

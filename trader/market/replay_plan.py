@@ -146,7 +146,7 @@ class _SymbolPlanner:
                 lo, first_fill = following, False
             hi = bisect.bisect_right(self.ends, now_ms, lo)  # the rows closed by now
             added: list[tuple[Bar, bool]] = []
-            problems: Counter[SkipReason] = Counter()
+            problems: Counter[SkipReason] | None = None  # made for the rare bad row
             dropped: dict[int, SkipReason] = {}
             missing = 0
             for i in range(lo, hi):
@@ -160,6 +160,7 @@ class _SymbolPlanner:
                     count += 1
                     last = row
                 else:
+                    problems = problems if problems is not None else Counter()
                     problems[row] += 1
                     dropped[self.starts[i]] = row
             if hi > lo:
