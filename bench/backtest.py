@@ -41,7 +41,7 @@ from backtesting import Backtest, Strategy
 
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import forecast_ahead
-from trader.backtest.simulate import simulate
+from trader.backtest.session import Replay, simulate
 from trader.backtest.windows import SymbolWindows
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
@@ -50,7 +50,8 @@ from trader.logging import configure_logging
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.replay import Recording, read_recording
 from trader.market.replay_calendars import replay_calendars
-from trader.runner import replay_settings, tick_times
+from trader.market.replay_plan import plan_replay
+from trader.runner import replay_settings, spread_model, tick_times
 
 # The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
 DEFAULT_DATA = Path(
@@ -126,27 +127,33 @@ def case_settings(recording: Recording, cache: Path, case: str) -> Settings:
 async def ours(
     settings: Settings, recording: Recording, cached: Any, strategy: str, folder: Path, repeats: int
 ) -> tuple[float, int]:
-    """Median seconds of the simulation, and its fills."""
-    times = tick_times({recording.symbol: recording}, settings.market.context_bars)
+    """Median seconds of the simulation (the data step's plan included: a one-strategy
+    backtest makes it for that strategy alone), and its fills."""
     replay = replay_calendars(settings.market, {recording.symbol: recording})
+    times = tick_times(replay.recordings, settings.market.context_bars, replay.calendars)
     seconds, fills = [], 0
     for i in range(repeats):
+        began = time.perf_counter()
+        plan = plan_replay(
+            replay.recordings, replay.calendars, settings.market, spread_model(settings), times
+        )
+        assert plan is not None
         run = await simulate(
-            settings, replay, [cached], strategy,
-            folder / f"{strategy}-{i}.sqlite3", begin=times[0], end=times[-1], ticks=len(times),
-            progress=False,
+            settings, Replay(replay, times, plan), [cached], strategy,
+            folder / f"{strategy}-{i}.sqlite3", progress=False,
         )  # fmt: skip
-        seconds.append(run.seconds)
+        seconds.append(time.perf_counter() - began)
         fills = len(run.fills)
     return statistics.median(seconds), fills
 
 
-async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
+async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[str, Any]:
     sink = open(os.devnull, "w")  # noqa: SIM115, ASYNC230 - kept open while the logger uses it
     configure_logging(LogSettings(level="ERROR", format="json"), stream=sink)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        settings = case_settings(recording, folder / "cache", "costs")
+        cache = cache or folder / "cache"
+        settings = case_settings(recording, cache, "costs")
         context = settings.market.context_bars
         times = tick_times({recording.symbol: recording}, context)
         ticks = [int(t.timestamp() * 1000) for t in times]
@@ -171,7 +178,9 @@ async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
             "bars": len(times),
             "first": times[0].isoformat(),
             "last": times[-1].isoformat(),
-            "forecast_windows_per_s": round(cached.use.computed / forecast_seconds, 1),
+            "forecast_windows_per_s": (
+                round(cached.use.computed / forecast_seconds, 1) if cached.use.computed else None
+            ),
         }
         # The signal both simulations trade on: the cached median return at each close.
         rows = {row[0] + recording.timeframe.seconds * 1000: row for row in recording.rows}
@@ -192,7 +201,7 @@ async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
             index=pd.to_datetime(ticks, unit="ms"),
         )
         for case in CASES:
-            settings = case_settings(recording, folder / "cache", case)
+            settings = case_settings(recording, cache, case)
             seconds, fills = await ours(settings, recording, cached, "simple", folder, repeats)
             theirs = time_backtesting_py(frame, settings, repeats)
             report[f"{case}_ours_simple_bars_per_s"] = round(len(times) / seconds)
@@ -200,7 +209,7 @@ async def bench(recording: Recording, repeats: int) -> dict[str, Any]:
             report[f"{case}_backtesting_py_bars_per_s"] = round(len(times) / theirs["seconds"])
             report[f"{case}_backtesting_py_trades"] = theirs["trades"]
             report[f"{case}_ours_over_backtesting_py"] = round(theirs["seconds"] / seconds, 4)
-        settings = case_settings(recording, folder / "cache", "costs")
+        settings = case_settings(recording, cache, "costs")
         seconds, fills = await ours(settings, recording, cached, "maxdiff", folder, repeats)
         report["costs_ours_maxdiff_bars_per_s"] = round(len(times) / seconds)
         report["costs_ours_maxdiff_fills"] = fills
@@ -212,6 +221,9 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true", help="the first 3,000 bars")
     parser.add_argument("--repeats", type=int, default=1, help="median of this many runs")
+    parser.add_argument(
+        "--cache", type=Path, help="forecast cache to keep between runs (default: a fresh one)"
+    )
     args = parser.parse_args()
     # A directory holding SOLUSDT_1h.csv, or a file of bars (tests pass an excerpt).
     path = args.data if args.data.is_file() else args.data / "SOLUSDT_1h.csv"
@@ -224,7 +236,7 @@ def main() -> int:
             recording.symbol, recording.timeframe, recording.rows[:3000], recording.path
         )
     report: dict[str, Any] = {"python": sys.version.split()[0], "quick": args.quick}
-    report |= asyncio.run(bench(recording, repeats=args.repeats))
+    report |= asyncio.run(bench(recording, repeats=args.repeats, cache=args.cache))
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

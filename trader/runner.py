@@ -10,8 +10,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-
-import torch
+from typing import TYPE_CHECKING
 
 from trader.broker.factory import build_broker
 from trader.clock import Clock, SimulatedClock
@@ -21,7 +20,9 @@ from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
 from trader.engine.pipeline import Engine
 from trader.engine.report import EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
-from trader.forecast.device import DeviceChoice, DeviceUnavailable, choose_device
+
+if TYPE_CHECKING:
+    from trader.forecast.device import DeviceChoice
 from trader.forecast.protocol import Forecaster
 from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
@@ -51,6 +52,10 @@ def model_names(settings: Settings) -> list[str]:
 def model_device(settings: Settings) -> DeviceChoice:
     """Where the models run, logged once (a fallback to the CPU as a warning). Raises
     DeviceUnavailable with the reason and the fix."""
+    import torch  # noqa: PLC0415 - torch loads only where a model or its device needs it
+
+    from trader.forecast.device import DeviceChoice, choose_device  # noqa: PLC0415
+
     if model_names(settings) == ["baseline"]:
         return DeviceChoice(torch.device("cpu"), "float32", "the baseline runs on the CPU")
     device = choose_device(settings.forecast.device, settings.forecast.precision)
@@ -63,12 +68,18 @@ def model_device(settings: Settings) -> DeviceChoice:
 
 
 def forecasters_for(settings: Settings) -> list[Forecaster]:
-    """The forecasters the settings ask for, built on the device they choose."""
+    """The forecasters the settings ask for, built on the device they choose (none for the
+    baseline alone: it needs neither a device nor torch)."""
+    names = model_names(settings)
+    if names == ["baseline"]:
+        return [build_forecaster("baseline", settings.forecast, None)]
+    from trader.forecast.device import DeviceUnavailable  # noqa: PLC0415
+
     try:
         device = model_device(settings)
     except DeviceUnavailable as error:
         raise ModelUnavailable(str(error)) from error
-    return [build_forecaster(name, settings.forecast, device) for name in model_names(settings)]
+    return [build_forecaster(name, settings.forecast, device) for name in names]
 
 
 class FeedInstruments(Mapping[str, Instrument]):
@@ -110,11 +121,15 @@ async def build_engine(
     start_market: bool = True,
     halt_policy: HaltPolicy = "wait",
     calendars: SymbolCalendars | None = None,
+    market: MarketDataStep | None = None,
+    quiet_ticks: bool = False,
 ) -> Engine:
     """Every part of the engine, recovered from the ledger at `database`. With
     `start_market=False` the caller starts `engine.market` itself (the daemon does, after
-    reconciling, and keeps trying while the exchange is unreachable)."""
-    market = MarketDataStep(
+    reconciling, and keeps trying while the exchange is unreachable). `market`: the data
+    step, when not the one fetching from `feed` (a backtest's plays a plan); `quiet_ticks`:
+    see `engine.quiet` (a backtest's engine takes the short way)."""
+    market = market or MarketDataStep(
         feed,
         settings.market,
         store=BarStore(database, keep=settings.market.context_bars * 2),
@@ -153,6 +168,7 @@ async def build_engine(
         state=state,
         hooks=hooks,
         inference=inference,
+        quiet_ticks=quiet_ticks,
     )
 
 

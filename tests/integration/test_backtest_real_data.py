@@ -24,7 +24,8 @@ import pytest
 from tests.integration.conftest import clean_env
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.backtest.findings import findings
-from trader.backtest.run import BUY_AND_HOLD, Backtest, Period, run_backtest
+from trader.backtest.prepare import Period
+from trader.backtest.run import BUY_AND_HOLD, Backtest, run_backtest
 from trader.config.schema import Settings
 from trader.market.replay import Recording, read_recording
 

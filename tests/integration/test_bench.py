@@ -82,6 +82,16 @@ def test_the_backtest_bench_times_ours_beside_backtesting_py():
     assert report["costs_ours_maxdiff_fills"] > 0
 
 
+def test_the_grid_bench_times_two_workers_beside_one_and_compares_their_figures():
+    report = bench("backtest_grid.py", "--data", str(SOLUSDT_1H))
+    assert report["runs"] == 8
+    assert report["jobs1_seconds"] > 0
+    assert report["jobs2_over_jobs1"] == pytest.approx(
+        report["jobs2_seconds"] / report["jobs1_seconds"], rel=0.01
+    )
+    assert report["same_figures"] is True
+
+
 def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks():
     report = bench("daemon.py", "--data", str(SOLUSDT_1H))
     for case in ("lag_offloop", "lag_offloop_all_cores", "lag_onloop", "lag_idle"):

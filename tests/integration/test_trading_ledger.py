@@ -15,7 +15,8 @@ from trader.domain import Fill, Liquidity, Order, OrderStatus, OrderType, Portfo
 from trader.domain.execution import Execution
 from trader.ledger import Database
 from trader.ledger.database import LedgerError, transaction
-from trader.ledger.trading import TickRecord, TradingLedger, read_forecast
+from trader.ledger.forecast_rows import read_forecast
+from trader.ledger.trading import TickRecord, TradingLedger
 from trader.risk import DayMarks, TradingState, TradingStatus
 
 pytestmark = pytest.mark.integration

@@ -13,15 +13,14 @@ import dataclasses
 import hashlib
 import json
 import sqlite3
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trader.domain import Forecast, Timeframe
 from trader.forecast.protocol import Forecaster
-from trader.ledger.trading import forecast_row, read_forecast
+from trader.ledger.forecast_rows import forecast_row, read_forecast
 
 FILE = "forecasts.sqlite3"
 # Attributes that count what happened (recompiles), not how forecasts are made.
@@ -38,15 +37,16 @@ CREATE TABLE IF NOT EXISTS models (model_key BLOB PRIMARY KEY, description TEXT 
 
 def _simple(value: object) -> object | None:
     """A parameter as JSON, or None for what is not a parameter (a module, a callable)."""
+    torch = sys.modules.get("torch")  # not loaded: no parameter can be one of its types
     if isinstance(value, bool | int | float | str) or value is None:
         return value
     if isinstance(value, tuple | list) and all(
         isinstance(v, bool | int | float | str) for v in value
     ):
         return list(value)
-    if isinstance(value, torch.device):
-        return value.type  # cuda:0 and cuda:1 compute the same
-    if isinstance(value, torch.dtype):
+    if torch is not None and isinstance(value, torch.device):
+        return str(value.type)  # cuda:0 and cuda:1 compute the same
+    if torch is not None and isinstance(value, torch.dtype):
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {k: _simple(v) for k, v in dataclasses.asdict(value).items()}
@@ -56,6 +56,9 @@ def _simple(value: object) -> object | None:
 def weights_fingerprint(forecaster: object) -> str:
     """A digest of every tensor of the forecaster's torch modules (names, dtypes, shapes and
     bytes): the weights it actually loaded, wherever they came from. Empty for no modules."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return ""  # torch not loaded: the forecaster holds no module
     digest = hashlib.blake2b(digest_size=16)
     modules = sorted(
         (name, value)
@@ -152,6 +155,19 @@ class ForecastCache:
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
+
+    def rows(self, keys: Iterable[bytes]) -> dict[bytes, tuple[object, ...]]:
+        """The stored rows of `keys` (those the cache holds), for `read_forecast`."""
+        wanted = list(keys)
+        found: dict[bytes, tuple[object, ...]] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            columns = "key, symbol, model, as_of, steps, fields, levels, quantiles, mean"
+            query = f"SELECT {columns} FROM forecasts WHERE key IN ({marks})"  # noqa: S608 - placeholders only
+            for key, *row in self._db.execute(query, chunk):
+                found[key] = tuple(row)
+        return found
 
     def get(self, key: bytes, timeframe: Timeframe) -> Forecast | None:
         row = self._db.execute(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
+    from trader.config.schema import Settings
     from trader.market.files.options import ReadOptions
     from trader.market.replay import Recording
 
@@ -33,6 +34,31 @@ class BacktestRequest:
     strategies: list[str] | None = None
     out: Path | None = None
     allow_skips: bool = False
+    grid: list[str] = field(default_factory=list)  # KEY=V1,V2 each
+    walk_forward: str | None = None
+    rank_by: str = "sharpe"
+    jobs: int | None = None
+    ray: str | None = None
+    yes: bool = False
+    log_level: str | None = None  # what the command line asked of logging (grid workers too)
+    log_format: str | None = None
+
+    @property
+    def is_grid(self) -> bool:
+        return bool(self.grid or self.walk_forward)
+
+    def grid_misuse(self) -> str | None:
+        """What is wrong with the grid's options, if anything."""
+        if self.jobs is not None and self.ray is not None:
+            return "--jobs and --ray: the runs go to worker processes here or to Ray, not both"
+        if not self.is_grid:
+            given = [f for f, v in (("--jobs", self.jobs), ("--ray", self.ray),
+                                   ("--yes", self.yes or None)) if v is not None]  # fmt: skip
+            if given:
+                return (
+                    f"{', '.join(given)} apply to a grid: give --grid KEY=V1,V2 or --walk-forward"
+                )
+        return None
 
 
 class _Refused(Exception):
@@ -66,6 +92,8 @@ def run_backtest_command(
     """`load`: the settings (and logging) with the files' own layer on top: the files decide
     the symbols, the timeframe and the account's currency."""
     try:  # bad input is told before the engine, torch and matplotlib are loaded
+        if misuse := request.grid_misuse():
+            raise _Refused(EX_ARGUMENTS, misuse)
         recordings, layer = _recordings(request)
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
@@ -73,8 +101,9 @@ def run_backtest_command(
     settings = load(layer).settings
     # Imported here: numpy, matplotlib and the engine load only for this verb.
     from trader.backtest.findings import findings  # noqa: PLC0415
+    from trader.backtest.prepare import Period  # noqa: PLC0415
     from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
-    from trader.backtest.run import Period, run_backtest  # noqa: PLC0415
+    from trader.backtest.run import run_backtest  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
 
     if request.model:
@@ -82,6 +111,8 @@ def run_backtest_command(
             update={"forecast": settings.forecast.with_model(request.model)}
         )
     strategies = list(dict.fromkeys(request.strategies or settings.backtest.strategies))
+    if request.is_grid:
+        return _grid(request, settings, recordings, strategies)
     try:
         result = asyncio.run(
             run_backtest(
@@ -112,3 +143,23 @@ def run_backtest_command(
         sys.stderr.writelines(f"  {text}\n" for text in failing)
         return EX_FAILED
     return 0
+
+
+def _grid(
+    request: BacktestRequest,
+    settings: Settings,
+    recordings: list[Recording],
+    strategies: list[str],
+) -> int:
+    from trader.backtest.grid_command import GridRequest, run_grid_command  # noqa: PLC0415
+    from trader.backtest.prepare import Period  # noqa: PLC0415
+
+    asked = {"level": request.log_level or "ERROR", "format": request.log_format}
+    log = settings.log.model_copy(update={k: v for k, v in asked.items() if v})
+    grid = GridRequest(
+        request.grid, strategies, Period(request.begin, request.end), request.rank_by,
+        request.jobs, request.ray, request.walk_forward, request.yes, request.out,
+        request.allow_skips,
+    )  # fmt: skip
+    settings = settings.model_copy(update={"log": log})
+    return run_grid_command(grid, settings, recordings, request.reading)

@@ -86,7 +86,9 @@ img { max-width: 100%; border: 1px solid #eee; } figcaption { color: #555; font-
 
 
 def _inline(text: str) -> str:
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+    """`code` spans, and [links](to/a/file) to a file beside the page (no other address)."""
+    escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+    return re.sub(r"\[([^\]]+)\]\(([^():\s]+)\)", r'<a href="\2">\1</a>', escaped)
 
 
 def page(title: str, blocks: Sequence[Block], folder: Path) -> str:
@@ -105,7 +107,7 @@ def page(title: str, blocks: Sequence[Block], folder: Path) -> str:
             rows = "".join(
                 "<tr>"
                 + "".join(
-                    f'<td class="n">{html.escape(c)}</td>' if n else f"<td>{html.escape(c)}</td>"
+                    f'<td class="n">{_inline(c)}</td>' if n else f"<td>{_inline(c)}</td>"
                     for c, n in zip(row, block.numeric, strict=True)
                 )
                 + "</tr>"

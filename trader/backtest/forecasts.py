@@ -17,8 +17,9 @@ from tqdm import tqdm
 
 from trader.backtest.cache import ForecastCache, describe_model, entry_key, model_key
 from trader.backtest.windows import SymbolWindows, Window, epoch_ms
-from trader.domain import Forecast
+from trader.domain import Bar, Forecast
 from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
+from trader.ledger.forecast_rows import read_forecast
 from trader.logging import get_logger
 
 
@@ -54,6 +55,23 @@ class CachedForecaster:
         self.key = key
         self.use = use
         self._log = get_logger("trader.backtest")
+        self._rows: dict[tuple[str, int], tuple[object, ...]] = {}  # by symbol and close
+        # Each row read back once: every strategy's run, and the report's quality section,
+        # are served the same (immutable) forecast.
+        self._read_back: dict[tuple[str, int], Forecast] = {}
+
+    def load(self, ends: Mapping[str, Sequence[int]]) -> None:
+        """Read the cached forecasts of the windows closing at `ends` (per symbol, epoch ms)
+        into memory at once: the run then never waits on the cache's file."""
+        for symbol, closes in ends.items():
+            by_end = self.windows[symbol].by_end
+            keys = {
+                entry_key(self.key, window.key): (symbol, end)
+                for end in closes
+                if (window := by_end.get(end)) is not None
+            }
+            for key, row in self.cache.rows(keys).items():
+                self._rows[keys[key]] = row
 
     @property
     def mode(self) -> str:
@@ -69,9 +87,9 @@ class CachedForecaster:
         if windows is None or len(bars) != windows.context:
             return None
         window = windows.by_end.get(epoch_ms(bars[-1]))
-        if window is None or windows.bars[window.first] != bars[0]:
+        if window is None or not _same(windows.bars[window.first], bars[0]):
             return None
-        return window if windows.bars[window.last] == bars[-1] else None
+        return window if _same(windows.bars[window.last], bars[-1]) else None
 
     def cached(self, symbol: str, end_ms: int) -> Forecast | None:
         """The cached forecast for the window closing at `end_ms`, if there is one."""
@@ -80,8 +98,17 @@ class CachedForecaster:
         return self._read(window) if window is not None else None
 
     def _read(self, window: Window) -> Forecast | None:
+        """The cached forecast: checked when it was made, and stored exactly."""
+        where = (window.symbol, window.end_ms)
+        forecast = self._read_back.get(where)
+        if forecast is not None:
+            return forecast
         timeframe = self.windows[window.symbol].timeframe
-        return self.cache.get(entry_key(self.key, window.key), timeframe)
+        row = self._rows.pop(where, None)
+        if row is None:
+            return self.cache.get(entry_key(self.key, window.key), timeframe)
+        forecast = self._read_back[where] = read_forecast(row, timeframe, check=False)
+        return forecast
 
     def forecast(self, requests: Sequence[ForecastRequest]) -> list[Forecast]:
         out: list[Forecast | None] = []
@@ -104,6 +131,10 @@ class CachedForecaster:
             ):
                 out[i] = forecast
         return [f for f in out if f is not None]
+
+
+def _same(a: Bar, b: Bar) -> bool:
+    return a is b or a == b  # the same parse of the same row, most often
 
 
 def forecast_ahead(
@@ -154,7 +185,9 @@ def forecast_ahead(
         "forecasts ready", model=model.name, windows=use.windows, computed=use.computed,
         reused=use.reused, placeholders=use.placeholders, batches=use.batches,
     )  # fmt: skip
-    return CachedForecaster(model, windows, cache, key, use)
+    served = CachedForecaster(model, windows, cache, key, use)
+    served.load(ticks)
+    return served
 
 
 def _batch(

@@ -12,7 +12,6 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -29,21 +28,21 @@ from trader.backtest.activity import (
     trading_costs,
 )
 from trader.backtest.cache import ForecastCache
-from trader.backtest.forecasts import CachedForecaster, CacheUse, forecast_ahead
+from trader.backtest.forecasts import CachedForecaster, CacheUse
 from trader.backtest.hold import buy_and_hold
+from trader.backtest.prepare import WHOLE, Period, Prepared, forecast_all, prepare
 from trader.backtest.quality import Quality, forecast_quality
-from trader.backtest.simulate import StrategyRun, simulate
+from trader.backtest.session import Replay, simulate
+from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
-from trader.domain import Bar, Forecast, Timeframe
+from trader.domain import Bar, Forecast
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
-from trader.market.calendars.calendar import TradingCalendar
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
-from trader.market.replay_calendars import replay_calendars
-from trader.runner import forecasters_for, replay_settings, spread_model, tick_times
+from trader.runner import forecasters_for, replay_settings, spread_model
 
 BUY_AND_HOLD = "buy_and_hold"
 PORTFOLIO = "portfolio"
@@ -90,30 +89,6 @@ class Backtest:
         return list(self.runs)
 
 
-@dataclass(frozen=True)
-class Period:
-    begin: datetime | None = None  # first tick kept (bars before it fill the first windows)
-    end: datetime | None = None  # last tick kept
-
-
-def annualisation(calendars: Mapping[str, TradingCalendar], timeframe: Timeframe) -> Annualisation:
-    """Bars a year by the symbols' calendars; with several, the densest (ticks follow all)."""
-    per_symbol = {c.name: c.bars_per_year(timeframe) for c in calendars.values()}
-    name, densest = max(per_symbol.items(), key=lambda item: item[1].periods)
-    explanation = densest.explanation
-    if len(per_symbol) > 1:
-        explanation += (
-            f" ({name}: the densest of the symbols' calendars {', '.join(sorted(per_symbol))}, "
-            "whose bar closes the ticks follow)"
-        )
-    return Annualisation(densest.periods, ", ".join(sorted(per_symbol)), explanation)
-
-
-def _file_notes(recording: Recording) -> list[str]:
-    report = recording.report
-    return [f"{recording.path.name}: {note}" for note in report.notes()] if report else []
-
-
 class _Marks:
     """A symbol's closes, looked up as the engine marks: the last close at or before a time."""
 
@@ -143,75 +118,64 @@ async def run_backtest(
     recordings: Mapping[str, Recording],
     *,
     strategies: Sequence[str],
-    period: Period = Period(),
+    period: Period = WHOLE,
     forecasters: Sequence[Forecaster] | None = None,
     ledgers: Path | None = None,
     progress: bool | None = None,
+    reference: bool = False,
+    shared: tuple[Prepared, Sequence[CachedForecaster]] | None = None,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
-    else to a temporary folder removed afterwards. No strategies: buy-and-hold alone."""
+    else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
+    `reference`: run each strategy as the daemon replays history (`runner.run_replay`, the
+    data step fetching rows and a ledger transaction every tick), which the backtest's own
+    run (`session.simulate`) must equal; slower. `shared`: what an earlier run on the same
+    files, period and market and forecast settings prepared and forecast (a grid's worker
+    keeps it for its next runs)."""
     log = get_logger("trader.backtest")
-    settings = replay_settings(settings, recordings)
-    replay = replay_calendars(settings.market, recordings)
-    recordings = replay.recordings
-    context = settings.market.context_bars
-    times = [
-        t
-        for t in tick_times(recordings, context, replay.calendars)
-        if (period.begin is None or t >= period.begin) and (period.end is None or t <= period.end)
-    ]
-    if len(times) < 2:
-        raise ValueError(
-            "the period holds fewer than two ticks after the first full window of "
-            f"{context} bars: give more data or a longer period"
-        )
-    ticks_ms = np.array([int(t.timestamp() * 1000) for t in times], dtype=np.int64)
-    timeframe = Timeframe(settings.market.timeframe)
-    market = settings.market
-    contiguous = market.min_contiguous_bars if market.gap_policy == "skip" else None
-    windows = {
-        s: SymbolWindows(r, context, calendar=replay.calendars[s], min_contiguous=contiguous)
-        for s, r in recordings.items()
-    }
+    if shared is None:
+        ready = prepare(settings, recordings, period)
+        settings = ready.settings
+    else:
+        ready = shared[0]
+        settings = replay_settings(settings, recordings)
+    replay, times, windows = ready.replay, ready.times, ready.windows
     result = Backtest(
-        settings, [r.path for r in recordings.values()], ticks_ms,
-        annualisation(replay.calendars, timeframe),
-        notes=replay.explanations() + [n for r in recordings.values() for n in _file_notes(r)],
-        warnings=replay.warnings() + [
-            n for r in recordings.values() if r.report and r.report.repaired for n in _file_notes(r)
-        ],
+        settings, [r.path for r in replay.recordings.values()], ready.ticks_ms,
+        ready.annualisation, notes=ready.notes, warnings=ready.warnings,
     )  # fmt: skip
     if not strategies:  # buy-and-hold only: no model, no engine
         _score(result, windows, spread_model(settings))
         return result
-    models = list(forecasters) if forecasters is not None else forecasters_for(settings)
     cache = ForecastCache(settings.backtest.cache_dir)
     try:
         began = time.perf_counter()
-        wanted = {s: [t for t in ticks_ms.tolist() if t in w.by_end] for s, w in windows.items()}
-        cached = [
-            forecast_ahead(
-                model,
-                windows,
-                wanted,
-                cache,
-                horizon=settings.forecast.horizon,
-                quantiles=settings.forecast.quantiles,
-                context=context,
-                batch=settings.backtest.batch_windows,
-                progress=progress,
-            )
-            for model in models
-        ]
+        if shared is None:
+            models = list(forecasters) if forecasters is not None else forecasters_for(settings)
+            cached, wanted = forecast_all(ready, models, cache, progress)
+        else:
+            cached, wanted = list(shared[1]), ready.wanted()
         result.forecast_seconds = time.perf_counter() - began
+        plan = None if reference else ready.plan
         with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
             folder = ledgers or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
             for strategy in strategies:
-                run = await simulate(
-                    settings, replay, cached, strategy, folder / f"ledger-{strategy}.sqlite3",
-                    begin=times[0], end=times[-1], ticks=len(times), progress=progress,
-                )  # fmt: skip
+                ledger = folder / f"ledger-{strategy}.sqlite3"
+                if plan is not None:
+                    run = await simulate(
+                        settings,
+                        Replay(replay, times, plan),
+                        cached,
+                        strategy,
+                        ledger,
+                        progress=progress,
+                    )
+                else:  # or a calendar that does not cover its data: as the daemon replays
+                    run = await replay_strategy(
+                        settings, replay, cached, strategy, ledger,
+                        begin=times[0], end=times[-1], ticks=len(times), progress=progress,
+                    )  # fmt: skip
                 result.runs[strategy] = run
                 log.info(
                     "strategy done", strategy=strategy, seconds=round(run.seconds, 1),

@@ -11,19 +11,19 @@ import json
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from tqdm import tqdm
 
 from trader.config.schema import Settings
 from trader.domain import Fill, to_epoch_ms
+from trader.engine.forecasting import InlineExecutor
 from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
@@ -81,26 +81,29 @@ class _Watch:
         self.bar.set_postfix_str(f"{status.state}: {status.reason}"[:60])
 
 
-class InlineExecutor(Executor):
-    """Runs the forecaster in the calling thread. A backtest's forecasts are cache lookups
-    (microseconds) and nothing else waits on its loop: a hop to a worker thread per tick would
-    cost more than the lookup, most of all on a busy machine."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future: Future[T] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # handed to the awaiting caller, as a thread would
-            future.set_exception(error)
-        return future
-
-
 def remove_ledger(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-async def simulate(
+def strategy_settings(settings: Settings, strategy: str, ledger: Path) -> Settings:
+    """`settings` for a run of `strategy` on every symbol, with its own ledger."""
+    return settings.model_copy(
+        update={
+            "strategy": settings.strategy.model_copy(update={"name": strategy, "per_symbol": {}}),
+            "ledger": settings.ledger.model_copy(update={"path": ledger}),
+        }
+    )
+
+
+def progress_bar(strategy: str, ticks: int, progress: bool | None) -> tqdm:
+    return tqdm(
+        total=ticks, unit="bar", desc=f"backtest {strategy}", leave=False,
+        disable=None if progress is None else not progress,
+    )  # fmt: skip
+
+
+async def replay_strategy(
     settings: Settings,
     replay: ReplayCalendars,
     forecasters: Sequence[Forecaster],
@@ -112,18 +115,13 @@ async def simulate(
     ticks: int,
     progress: bool | None = None,
 ) -> StrategyRun:
-    """Run `strategy` on every symbol from a fresh ledger at `ledger` (replaced if there)."""
+    """Run `strategy` as the daemon replays history (`trader.runner.run_replay`): the data
+    step fetching and judging rows each tick, a ledger transaction each tick. The backtest
+    runs `trader.backtest.session.simulate` instead, which must agree with this exactly
+    (tests/integration/test_backtest_equivalence.py)."""
     remove_ledger(ledger)
-    run_settings = settings.model_copy(
-        update={
-            "strategy": settings.strategy.model_copy(update={"name": strategy, "per_symbol": {}}),
-            "ledger": settings.ledger.model_copy(update={"path": ledger}),
-        }
-    )
-    bar = tqdm(
-        total=ticks, unit="bar", desc=f"backtest {strategy}", leave=False,
-        disable=None if progress is None else not progress,
-    )  # fmt: skip
+    run_settings = strategy_settings(settings, strategy, ledger)
+    bar = progress_bar(strategy, ticks, progress)
     watch = _Watch(bar)
     began = time.perf_counter()
     with bar:
@@ -138,32 +136,46 @@ async def simulate(
     return replace(run, refusals=watch.refusals)
 
 
+@dataclass(frozen=True)
+class TickSeries:
+    """A run's ticks as the ledger's `ticks` and `equity` tables hold them."""
+
+    ticks_ms: np.ndarray  # close time of every tick, epoch ms
+    equity: np.ndarray  # after each tick
+    outcomes: Mapping[str, int]
+    skipped: Mapping[str, int]
+    skipped_by_symbol: Mapping[str, Mapping[str, int]]
+    first_ready: Mapping[str, int]
+
+
 async def read_run(
-    strategy: str, path: Path, seconds: float = 0.0, symbols: Sequence[str] = ()
+    strategy: str,
+    path: Path,
+    seconds: float = 0.0,
+    symbols: Sequence[str] = (),
+    series: TickSeries | None = None,
 ) -> StrategyRun:
-    """A run as its ledger at `path` recorded it."""
+    """A run as its ledger at `path` recorded it; `series`: its ticks as they were booked,
+    when the caller kept them (else read from the ledger too)."""
     database = await Database.open(path, durable=False)
     try:
         fills = await TradingLedger(database).fills()
-        record = await database.run(_read_record)
-        outcomes, skipped, by_symbol, first_ready = await database.run(
-            lambda c: _read_ticks(c, symbols)
-        )
+        starting_cash, decisions, orders, states = await database.run(_read_books)
+        if series is None:
+            series = await database.run(lambda c: _read_series(c, symbols))
     finally:
         await database.close()
-    starting_cash, ticks, equity, decisions, orders, states = record
     return StrategyRun(
-        strategy, starting_cash, ticks, equity, tuple(sorted(fills, key=lambda f: f.at)),
-        outcomes, skipped, decisions, orders, states, path, seconds,
-        skipped_by_symbol=by_symbol, first_ready=first_ready,
+        strategy, starting_cash, series.ticks_ms, series.equity,
+        tuple(sorted(fills, key=lambda f: f.at)), series.outcomes, series.skipped, decisions,
+        orders, states, path, seconds, skipped_by_symbol=series.skipped_by_symbol,
+        first_ready=series.first_ready,
     )  # fmt: skip
 
 
-def _read_ticks(
-    c: sqlite3.Connection, symbols: Sequence[str]
-) -> tuple[Counter[str], Counter[str], dict[str, Counter[str]], dict[str, int]]:
+def _read_series(c: sqlite3.Connection, symbols: Sequence[str]) -> TickSeries:
     """Ticks by outcome, symbol-ticks skipped by reason, and per symbol: its skipped ticks by
-    reason and the first tick it was not skipped."""
+    reason and the first tick it was not skipped; the equity after each tick."""
     outcomes: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     by_symbol: dict[str, Counter[str]] = {s: Counter() for s in symbols}
@@ -177,18 +189,16 @@ def _read_ticks(
                 by_symbol[symbol][reasons[symbol]] += 1
             elif symbol not in first_ready:
                 first_ready[symbol] = to_epoch_ms(parse_time(at))
-    return outcomes, skipped, by_symbol, first_ready
-
-
-def _read_record(
-    c: sqlite3.Connection,
-) -> tuple[
-    float, np.ndarray, np.ndarray, Counter[str], Counter[str], tuple[StateChange, ...]
-]:  # fmt: skip
-    (starting,) = c.execute("SELECT starting_cash FROM account").fetchone()
     rows = c.execute("SELECT at, equity FROM equity ORDER BY at").fetchall()
     ticks = np.array([to_epoch_ms(parse_time(at)) for at, _ in rows], dtype=np.int64)
     equity = np.array([float(Decimal(e)) for _, e in rows], dtype=np.float64)
+    return TickSeries(ticks, equity, outcomes, skipped, by_symbol, first_ready)
+
+
+def _read_books(
+    c: sqlite3.Connection,
+) -> tuple[float, Counter[str], Counter[str], tuple[StateChange, ...]]:
+    (starting,) = c.execute("SELECT starting_cash FROM account").fetchone()
     decisions = Counter(
         dict(c.execute("SELECT direction, count(*) FROM decisions GROUP BY direction").fetchall())
     )
@@ -201,4 +211,4 @@ def _read_record(
             "SELECT at, state, reason FROM trading_state_events ORDER BY id"
         )
     )
-    return float(Decimal(starting)), ticks, equity, decisions, orders, states
+    return float(Decimal(starting)), decisions, orders, states

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from trader.domain import Bar, from_epoch_ms
 from trader.forecast.protocol import ForecastRequest
 from trader.market.calendars.calendar import TradingCalendar
-from trader.market.hygiene import parse_row
+from trader.market.hygiene import parse_rows
 from trader.market.replay import Recording
 
 DIGEST = 16  # bytes
@@ -60,8 +60,9 @@ class SymbolWindows:
         self.timeframe = recording.timeframe
         self.context = context
         self.step_ms = recording.timeframe.seconds * 1000
-        parsed = [parse_row(row, recording.symbol, recording.timeframe) for row in recording.rows]
-        self.bars: list[Bar] = [b for b in parsed if isinstance(b, Bar)]
+        # Every row as the data step judges it (a backtest's data plan reads them too).
+        self.parsed = parse_rows(recording.rows, recording.symbol, recording.timeframe)
+        self.bars: list[Bar] = [b for b in self.parsed if isinstance(b, Bar)]
         header = f"{self.symbol}|{self.timeframe.text}|{context}|".encode()
         digests = b"".join(
             hashlib.blake2b(_bar_bytes(bar), digest_size=DIGEST).digest() for bar in self.bars

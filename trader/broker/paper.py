@@ -148,6 +148,8 @@ class PaperBroker:
     async def on_market(
         self, bars: Sequence[Bar], quotes: Mapping[str, Quote], at: datetime
     ) -> list[Execution]:
+        if not self._open:
+            return []  # nothing rests here: no bar or quote can fill or expire anything
         executions: list[Execution] = []
         for bar in sorted(bars, key=lambda b: b.start):
             executions += self._on_bar(bar)

@@ -9,12 +9,14 @@ from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
+    positive,
     reading_options,
     utc_date,
     utc_end,
 )
 
 STRATEGIES = ("simple", "ci_guard", "maxdiff")
+RANKINGS = ("sharpe", "sortino", "return", "annual", "drawdown")  # grid_report.METRICS
 
 
 def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
@@ -39,6 +41,31 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         help="exit 0 even when symbols skipped more than backtest.max_skipped_share of their "
         "ticks or a tick failed (the summary still lists them first)",
     )
+    grid = parser.add_argument_group(
+        "grids of runs", "every combination of the values, for every strategy and symbol, each a "
+        "whole backtest in parallel, summarised in one table with the multiple-testing penalty",
+    )  # fmt: skip
+    grid.add_argument(
+        "--grid", action="append", default=[], metavar="KEY=V1,V2",
+        help="a setting and its values (e.g. strategy.position_fraction=0.1,0.2, ci_guard.k=1,2); "
+        "repeat for more",
+    )  # fmt: skip
+    grid.add_argument(
+        "--walk-forward", metavar="TRAIN/TEST",
+        help="choose the grid's values on each training window, report only the test window "
+        "after it (bars, e.g. 2000/500, or spans, e.g. 180d/30d)",
+    )  # fmt: skip
+    grid.add_argument(
+        "--rank-by", choices=RANKINGS, default="sharpe", help="sort the runs by (default: sharpe)"
+    )
+    grid.add_argument("--jobs", type=positive, metavar="N", help="worker processes (all cores)")
+    grid.add_argument(
+        "--ray", metavar="ADDRESS",
+        help="run on a Ray cluster (host:port); data and the forecast cache at shared paths",
+    )  # fmt: skip
+    grid.add_argument(
+        "--yes", action="store_true", help="run a grid of more than backtest.max_trials runs"
+    )
     add_reading_options(parser).set_defaults(handler=run)
 
 
@@ -46,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     from trader.backtest.command import BacktestRequest, run_backtest_command  # noqa: PLC0415
 
     # Decisions, orders and fills are in the backtest's ledgers: the log keeps to warnings
-    # unless asked for more.
+    # unless asked for more (a grid's runs to errors: each run's report says what happened).
+    asked_level = args.log_level
     args.log_level = args.log_level or "WARNING"
     request = BacktestRequest(
         data=args.data,
@@ -58,5 +86,13 @@ def run(args: argparse.Namespace) -> int:
         strategies=args.strategy,
         out=args.out,
         allow_skips=args.allow_skips,
+        grid=args.grid,
+        walk_forward=args.walk_forward,
+        rank_by=args.rank_by,
+        jobs=args.jobs,
+        ray=args.ray,
+        yes=args.yes,
+        log_level=asked_level,
+        log_format=args.log_format,
     )
     return run_backtest_command(request, loader(args))

@@ -46,3 +46,9 @@ class BacktestSettings(Section):
     risk_free_rate: float = Field(
         0.0, ge=0, lt=1, description="annual risk-free rate taken off returns in Sharpe/Sortino"
     )
+    max_trials: int = Field(
+        64,
+        ge=1,
+        description="the most runs a grid (--grid, --walk-forward) starts without --yes: each "
+        "is a full backtest, and every trial more is more luck to discount",
+    )

@@ -92,6 +92,28 @@ class Forecast:
         mean = {f: _series(v, self.steps, f"{f} mean") for f, v in self.mean.items()}
         object.__setattr__(self, "mean", MappingProxyType(mean))
 
+    @classmethod
+    def unchecked(
+        cls,
+        symbol: str,
+        model: str,
+        as_of: datetime,
+        timeframe: Timeframe,
+        steps: int,
+        quantiles: Mapping[str, Mapping[float, Sequence[float]]],
+        mean: Mapping[str, Sequence[float]],
+    ) -> Forecast:
+        """A forecast that was checked when it was made and is only read back now (a
+        backtest's cache holds each one exactly): `as_of` in UTC, levels sorted, and the
+        tables read-only mappings, used as they are."""
+        forecast = object.__new__(cls)
+        for name, value in (
+            ("symbol", symbol), ("model", model), ("as_of", as_of), ("timeframe", timeframe),
+            ("steps", steps), ("quantiles", quantiles), ("mean", mean),
+        ):  # fmt: skip
+            object.__setattr__(forecast, name, value)
+        return forecast
+
     @property
     def levels(self) -> tuple[float, ...]:
         return tuple(next(iter(self.quantiles.values())))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -70,6 +70,34 @@ class Bar:
         if self.low > min(self.open, self.close):
             raise DomainError(f"bar low {self.low} is above open/close ({self.open}/{self.close})")
 
+    @classmethod
+    def unchecked(
+        cls,
+        symbol: str,
+        timeframe: Timeframe,
+        start: datetime,
+        open_: float,
+        high: float,
+        low: float,
+        close: float,
+        volume: float,
+        quote_volume: float | None,
+    ) -> Bar:
+        """A bar whose every field its caller has checked as `__post_init__` would (a
+        recording's rows judged in bulk: `hygiene.parse_rows`), made without checking again."""
+        bar = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(bar, "symbol", symbol)
+        setattr_(bar, "timeframe", timeframe)
+        setattr_(bar, "start", start)
+        setattr_(bar, "open", open_)
+        setattr_(bar, "high", high)
+        setattr_(bar, "low", low)
+        setattr_(bar, "close", close)
+        setattr_(bar, "volume", volume)
+        setattr_(bar, "quote_volume", quote_volume)
+        return bar
+
     @property
     def end(self) -> datetime:
         """When the bar closed (and the next one opened)."""
@@ -97,6 +125,9 @@ class Quote:
     source: QuoteSource
     bid_size: Decimal | None = None
     ask_size: Decimal | None = None
+    # Worked out once: a tick asks for them many times (sizing, risk, valuation).
+    mid: Decimal = field(init=False, repr=False, compare=False)
+    spread_bps: float | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_symbol(self.symbol)
@@ -116,15 +147,18 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
+        synthetic = self.source is QuoteSource.SYNTHETIC
+        with exact():  # one context for both (`spread` is this, when asked for)
+            mid = (self.bid + self.ask) / 2
+            spread = None if synthetic else self.ask - self.bid
+        object.__setattr__(self, "mid", mid)
+        object.__setattr__(
+            self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
+        )
 
     @classmethod
     def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:
         return cls(symbol, last_close, last_close, at, QuoteSource.SYNTHETIC)
-
-    @property
-    def mid(self) -> Decimal:
-        with exact():
-            return (self.bid + self.ask) / 2
 
     @property
     def spread(self) -> Decimal | None:
@@ -133,13 +167,6 @@ class Quote:
             return None
         with exact():
             return self.ask - self.bid
-
-    @property
-    def spread_bps(self) -> float | None:
-        spread = self.spread
-        if spread is None:
-            return None
-        return float(spread / self.mid) * 10_000
 
     def age(self, now: datetime) -> timedelta:
         return ensure_utc(now, "now") - self.at

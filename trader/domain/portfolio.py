@@ -169,6 +169,8 @@ class Portfolio:
         return {s: positive_decimal(marks[s], f"mark price of {s}") for s in self.positions}
 
     def market_value(self, marks: Mapping[str, Decimal]) -> Decimal:
+        if not self.positions:
+            return ZERO  # what the sum of no positions is, without the checks and context
         prices = self._marks_for_positions(marks)
         with exact():
             return sum((p.amount * prices[s] for s, p in self.positions.items()), ZERO)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from trader.domain.errors import DomainError
 
@@ -12,9 +13,14 @@ _SYMBOL = re.compile(rf"^{_PART}/{_PART}(:{_PART})?$")
 
 
 def check_symbol(symbol: str) -> str:
-    if not isinstance(symbol, str) or not _SYMBOL.match(symbol):
+    if not isinstance(symbol, str) or not _unified(symbol):
         raise DomainError(f"symbol {symbol!r} is not a unified symbol like 'SOL/USDT' (BASE/QUOTE)")
     return symbol
+
+
+@lru_cache(maxsize=4096)  # a run checks its few symbols in every bar, quote, signal and order
+def _unified(symbol: str) -> bool:
+    return _SYMBOL.match(symbol) is not None
 
 
 def quote_currency(symbol: str) -> str:

@@ -17,6 +17,8 @@ _WEEK_ORIGIN = _EPOCH - timedelta(days=3)
 
 def ensure_utc(value: datetime, name: str = "timestamp") -> datetime:
     """Return `value` in UTC; refuse naive datetimes, whose meaning is a guess."""
+    if value.__class__ is datetime and value.tzinfo is UTC:
+        return value  # most are: nothing to convert
     if not isinstance(value, datetime):
         raise DomainError(f"{name} must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:

@@ -4,6 +4,7 @@ A refusal is kept in the tick's report with its rule and logged."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
@@ -15,6 +16,8 @@ from trader.engine.report import TickReport
 from trader.market.step import SymbolData
 from trader.risk.engine import OrderCheck, RiskEngine, Verdict
 from trader.risk.state import TradingState
+
+UNRECONCILED = Verdict(False, "unreconciled", "no complete reconciliation with the broker")
 
 
 class Admission:
@@ -34,26 +37,46 @@ class Admission:
         reconciled: bool,
     ) -> bool:
         """Whether the intent's order may be sent; a refusal goes into the report."""
-        order = intent.order
+        verdict = self.judge(intent, symbol_data, at, marks, book, reconciled=reconciled)
+        if verdict.accepted:
+            self._risk.sent(at)
+        else:
+            self.refuse(intent, verdict, report)
+        return verdict.accepted
+
+    def judge(
+        self,
+        intent: Intent,
+        symbol_data: SymbolData,
+        at: datetime,
+        marks: Mapping[str, Decimal],
+        book: Book,
+        *,
+        reconciled: bool,
+    ) -> Verdict:
+        """The verdict on the intent's order, with nothing recorded (`admit` records it)."""
         if not reconciled and self._risk.state is not TradingState.HALTED:
-            verdict = Verdict(False, "unreconciled", "no complete reconciliation with the broker")
-            report.refusals.append((order.symbol, verdict))
-            self._log.info("order refused", symbol=order.symbol, rule=verdict.rule)
-            return False
+            return UNRECONCILED
         check = OrderCheck(
-            order=order,
+            order=intent,  # judged before its `Order` is made
             price=intent.price,
             quote=symbol_data.quote,
             position=book.position,
-            mark=marks[order.symbol],
+            mark=marks[intent.symbol],
             others_exposure=book.others_exposure,
             edge_bps=intent.edge_bps,
         )
-        verdict = self._risk.check(check, at)
-        if not verdict.accepted:
-            report.refusals.append((order.symbol, verdict))
-            self._log.info(
-                "order refused", symbol=order.symbol, rule=verdict.rule, reason=verdict.reason,
-                side=str(order.side), amount=str(order.amount), type=str(order.type),
-            )  # fmt: skip
-        return verdict.accepted
+        return self._risk.judge(check, at)
+
+    def refuse(self, intent: Intent, verdict: Verdict, report: TickReport) -> None:
+        """A refusal: into the tick's report, and the log."""
+        report.refusals.append((intent.symbol, verdict))
+        if not self._log.is_enabled_for(logging.INFO):
+            return  # a backtest's log keeps to warnings: a refusal a tick
+        if verdict is UNRECONCILED:
+            self._log.info("order refused", symbol=intent.symbol, rule=verdict.rule)
+            return
+        self._log.info(
+            "order refused", symbol=intent.symbol, rule=verdict.rule, reason=verdict.reason,
+            side=str(intent.side), amount=str(intent.amount), type=str(intent.type),
+        )  # fmt: skip

@@ -32,13 +32,15 @@ class TickBooking:
         self, data: TickData | None, at: datetime, report: TickReport, hooks: EngineHooks
     ) -> None:
         account, risk = self.account, self.risk
-        marks = current_marks(self.market.windows, data)
+        # The orders stage valued the same windows and quotes already, when it ran.
+        marks = report.marks or current_marks(self.market.windows, data)
         equity = account.portfolio.equity(marks)
         exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
         change = risk.observe_equity(at, equity) or account.halted_by
         account.halted_by = None
+        drawdown = risk.drawdown(equity)
         report.equity, report.status = equity, risk.status
-        report.marks, report.drawdown = marks, risk.drawdown(equity)
+        report.marks, report.drawdown = marks, drawdown
         report.daily_loss = risk.daily_loss(equity)
         record = TickRecord(
             at=at,
@@ -51,7 +53,7 @@ class TickBooking:
             equity=equity,
             cash=account.portfolio.cash,
             exposure=exposure,
-            drawdown=risk.drawdown(equity),
+            drawdown=drawdown,
             status=risk.status,
             day=risk.day,
         )

@@ -4,6 +4,7 @@ model's forecast, or whose strategy raises, is skipped for the tick; the others 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -64,10 +65,11 @@ class Deciding:
                 report.skipped[symbol] = "strategy_error"
                 continue
             signal = decision.signal
-            self._log.info(
-                "decision", symbol=symbol, strategy=signal.strategy,
-                direction=str(signal.direction), reason=signal.reason, **dict(signal.inputs),
-            )  # fmt: skip
+            if self._log.is_enabled_for(logging.INFO):  # a backtest logs warnings only
+                self._log.info(
+                    "decision", symbol=symbol, strategy=signal.strategy,
+                    direction=str(signal.direction), reason=signal.reason, **dict(signal.inputs),
+                )  # fmt: skip
             report.decisions.append(signal)
             decisions[symbol] = decision
         return decisions

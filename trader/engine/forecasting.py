@@ -5,7 +5,9 @@ forecasts; one that answers for the wrong symbol or horizon has that answer drop
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
@@ -14,6 +16,22 @@ from trader.domain import Forecast
 from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster, ForecastRequest
 from trader.market.step import TickData
+
+T = TypeVar("T")
+
+
+class InlineExecutor(Executor):
+    """Runs the forecaster in the calling thread, for a backtest: its forecasts are cache
+    lookups (microseconds) and nothing else waits on its loop, so a hop to a worker thread
+    (or even through the event loop) per tick would cost more than the lookup."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as error:  # handed to the awaiting caller, as a thread would
+            future.set_exception(error)
+        return future
 
 
 class Forecasting:
@@ -39,10 +57,9 @@ class Forecasting:
         by_model: dict[str, dict[str, Forecast]] = {}
         if not requests:
             return by_model
-        loop = asyncio.get_running_loop()
         for forecaster in self._forecasters:
             try:
-                results = await loop.run_in_executor(self._inference, forecaster.forecast, requests)
+                results = await self._call(forecaster, requests)
             except Exception:
                 self._log.exception("forecast failed", model=forecaster.name)
                 report.failed_stages.append(f"forecast:{forecaster.name}")
@@ -55,6 +72,14 @@ class Forecasting:
             by_model[forecaster.name] = usable
             report.forecasts += usable.values()
         return by_model
+
+    async def _call(
+        self, forecaster: Forecaster, requests: list[ForecastRequest]
+    ) -> list[Forecast]:
+        if isinstance(self._inference, InlineExecutor):
+            return forecaster.forecast(requests)  # no trip through the event loop
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._inference, forecaster.forecast, requests)
 
     def close(self) -> None:
         self._inference.shutdown(wait=True)

@@ -33,6 +33,7 @@ from trader.engine.deciding import Deciding
 from trader.engine.fills import RestingFills
 from trader.engine.forecasting import Forecasting
 from trader.engine.planning import Planner
+from trader.engine.quiet import QuietTicks
 from trader.engine.reconciling import reconcile_ledger
 from trader.engine.report import EngineHooks, NoHooks, TickReport, announce
 from trader.engine.routing import OrderRouting
@@ -63,7 +64,10 @@ class Engine:
         state: LedgerState,
         hooks: EngineHooks | None = None,
         inference: Executor | None = None,
+        quiet_ticks: bool = False,
     ) -> None:
+        """`quiet_ticks`: take the short way through ticks where nothing rests and every order
+        is refused (`quiet.QuietTicks`); a backtest's engine does."""
         if not forecasters:
             raise ValueError("the engine needs a forecaster")
         self.settings = settings
@@ -88,13 +92,18 @@ class Engine:
         self._stage = StageRunner(risk, self.account, log)
         self._fills = RestingFills(market, broker, self.account)
         self._deciding = Deciding(market, self.account, self.forecasters, self.costs, log)
+        admission = Admission(risk, log)
         self._orders = OrderRouting(
             market=market, broker=broker, ledger=ledger, instruments=instruments,
-            account=self.account, admission=Admission(risk, log), log=log,
+            account=self.account, admission=admission, log=log,
         )  # fmt: skip
         self._booking = TickBooking(
             market=market, risk=risk, ledger=ledger, account=self.account, log=log
         )
+        self._quiet = QuietTicks(
+            market=market, broker=broker, account=self.account, admission=admission,
+            instruments=instruments,
+        ) if quiet_ticks else None  # fmt: skip
 
     @property
     def portfolio(self) -> Portfolio:
@@ -118,13 +127,17 @@ class Engine:
         forecasts: dict[str, dict[str, Forecast]] | None = None
         decisions: dict[str, Decision] | None = None
         self.account.begin_tick()
+        quiet = self._quiet if self._quiet and self._quiet.applies(self.reconciled) else None
         with log_context(tick=at.isoformat()):
             with stage(report, "data"):
                 data = await self.market.run(at)
             if data is not None:
                 report.saw(data)
                 with stage(report, "fills"):
-                    await self._fills.run(data, at, report)
+                    if quiet is not None:
+                        quiet.move_cursor()  # nothing rests: nothing can fill
+                    else:
+                        await self._fills.run(data, at, report)
                 with stage(report, "forecast"):
                     forecasts = await self._forecasting.run(data, self.settings.forecast, report)
                 with stage(report, "strategy"):
@@ -132,9 +145,12 @@ class Engine:
                         data, forecasts or {}, at, report, self.strategies, self.settings.strategy
                     )
                 with stage(report, "orders"):
-                    await self._orders.run(
-                        decisions or {}, data, at, report, self.planner, self.reconciled
-                    )
+                    if quiet is None or not quiet.refuse_all(
+                        decisions or {}, data, at, report, self.planner
+                    ):
+                        await self._orders.run(
+                            decisions or {}, data, at, report, self.planner, self.reconciled
+                        )
             if {"fills", "orders"} & set(report.failed_stages):
                 with stage(report, "rollback"):  # half of a tick's money is never booked
                     await self._booking.roll_back(at)

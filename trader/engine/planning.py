@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cached_property
 
 from trader.config.trading_settings import RiskSettings, StrategySettings
 from trader.domain import (
@@ -40,9 +41,29 @@ class Book:
 
 @dataclass(frozen=True)
 class Intent:
-    order: Order  # PENDING, with its deterministic id
+    """An order the plan wants, as the risk checks judge it. The `Order` itself (PENDING,
+    with its deterministic id) is made when first asked for: for one the checks admit, or
+    one a restart must look for, never for the many a backtest's checks refuse."""
+
+    strategy: str
+    symbol: str
+    side: Side
+    type: OrderType
+    amount: Decimal
+    limit_price: Decimal | None
+    tick_time: datetime
+    leg: str
     price: Decimal  # where it should trade: its limit, or the touch
     edge_bps: float | None
+    expires_at: datetime | None = None
+
+    @cached_property
+    def order(self) -> Order:
+        return Order.create(
+            strategy=self.strategy, symbol=self.symbol, side=self.side, type=self.type,
+            amount=self.amount, limit_price=self.limit_price, tick_time=self.tick_time,
+            leg=self.leg, expires_at=self.expires_at,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,11 +133,13 @@ class Planner:
         amount = self._size(abs(delta), touch, instrument)
         if amount == 0:
             return []
-        order = Order.create(
-            strategy=decision.signal.strategy, symbol=decision.signal.symbol, side=side,
-            type=OrderType.MARKET, amount=amount, limit_price=None, tick_time=at, leg="market",
-        )  # fmt: skip
-        return [Intent(order, touch, decision.edge_bps)]
+        signal = decision.signal
+        return [
+            Intent(
+                signal.strategy, signal.symbol, side, OrderType.MARKET, amount, None, at,
+                "market", touch, decision.edge_bps,
+            )
+        ]  # fmt: skip
 
     def _resting(
         self,
@@ -143,10 +166,11 @@ class Planner:
             amount = self._size(wanted, price, instrument) if wanted > 0 else ZERO
             if amount == 0:
                 continue
-            order = Order.create(
-                strategy=decision.signal.strategy, symbol=decision.signal.symbol, side=side,
-                type=OrderType.LIMIT, amount=amount, limit_price=price, tick_time=at,
-                leg=side.value, expires_at=plan.expires_at,
+            signal = decision.signal
+            intents.append(
+                Intent(
+                    signal.strategy, signal.symbol, side, OrderType.LIMIT, amount, price, at,
+                    side.value, price, None if closing else decision.edge_bps, plan.expires_at,
+                )
             )  # fmt: skip
-            intents.append(Intent(order, price, None if closing else decision.edge_bps))
         return intents

@@ -34,8 +34,9 @@ class TickReport:
     equity: Decimal = ZERO
     status: TradingStatus | None = None
     # For telemetry: the quotes the tick priced with, when every quote that came was the book
-    # (a stale one too), the marks its equity used, the drawdown and the day's loss it saw,
-    # and the portfolio once booked (None when the tick could not book).
+    # (a stale one too), the marks its orders and equity used (set by the orders stage, or
+    # the ledger stage when no orders stage ran), the drawdown and the day's loss it saw, and
+    # the portfolio once booked (None when the tick could not book).
     quotes: dict[str, Quote] = field(default_factory=dict)
     quote_times: dict[str, datetime] = field(default_factory=dict)
     marks: dict[str, Decimal] = field(default_factory=dict)

@@ -50,7 +50,7 @@ class OrderRouting:
     ) -> None:
         """Size, check and send the tick's orders; what the broker did is booked in memory."""
         account = self.account
-        marks = current_marks(self.market.windows, data)
+        marks = report.marks = current_marks(self.market.windows, data)
         books = books_for(decisions, at, account.portfolio, marks, self.broker.open_orders())
         plans = plan_orders(planner, decisions, data, at, self.instruments, books)
         # Each plan's cancels first, then its new orders through the risk checks.
@@ -70,10 +70,11 @@ class OrderRouting:
                 self.log.info("plan dropped: filled while cancelling", symbol=symbol)
                 continue
             for intent in plan.intents:
-                cid = intent.order.client_order_id
-                status = account.recent.get(cid)
+                # Only the first tick after a restart can meet orders it already made.
+                recent = account.recent
+                status = recent.get(intent.order.client_order_id) if recent else None
                 if status is OrderStatus.PENDING:
-                    resend.append(account.unsent.get(cid, intent.order))
+                    resend.append(account.unsent.get(intent.order.client_order_id, intent.order))
                 elif status is None and self.admission.admit(
                     intent, data.ready[symbol], at, marks, books[symbol], report,
                     reconciled=reconciled,

@@ -5,37 +5,42 @@ built here (no weights, a checkpoint of another architecture, an unsupported run
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.baseline import BaselineForecaster
-from trader.forecast.device import DeviceChoice
-from trader.forecast.protocol import Forecaster
-from trader.forecast.weights import (
-    CheckpointMismatch,
-    WeightsUnavailable,
-    holds_checkpoint,
-    kronos_pair,
-)
+from trader.forecast.protocol import Forecaster, ModelUnavailable
 
+if TYPE_CHECKING:  # torch loads only for the models that need it, never for the baseline
+    from trader.forecast.device import DeviceChoice
 
-class ModelUnavailable(Exception):
-    """A forecaster the settings ask for cannot be built here; the message says why."""
+__all__ = ["ModelUnavailable", "build_forecaster"]
 
 
 def build_forecaster(
     name: str,
     settings: ForecastSettings,
-    device: DeviceChoice,
+    device: DeviceChoice | None,
     *,
     model_path: Path | None = None,
     tokenizer_path: Path | None = None,
 ) -> Forecaster:
-    """`model_path` / `tokenizer_path` override the repositories in the settings. A folder
-    that is itself the checkpoint, as `trader finetune` writes one (Toto: config.json +
+    """`model_path` / `tokenizer_path` override the repositories in the settings; `device`
+    may be None for the baseline alone (it runs on the CPU, without torch). A folder that is
+    itself the checkpoint, as `trader finetune` writes one (Toto: config.json +
     model.safetensors; Kronos: predictor/ and tokenizer/), serves as `model_path` or as
     `forecast.weights_dir`."""
     if name == "baseline":
         return BaselineForecaster(settings.baseline_lookback)
+    if device is None:
+        raise ModelUnavailable(f"{name}: no device was chosen for it")
+    from trader.forecast.weights import (  # noqa: PLC0415
+        CheckpointMismatch,
+        WeightsUnavailable,
+        holds_checkpoint,
+        kronos_pair,
+    )
+
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
     # Imported per model: each pulls in its own modules, and the baseline needs neither.
     try:

@@ -12,6 +12,10 @@ from trader.domain import Bar, Forecast
 FIELDS = ("close", "high", "low")
 
 
+class ModelUnavailable(Exception):
+    """A forecaster the settings ask for cannot be built here; the message says why."""
+
+
 @dataclass(frozen=True)
 class CompileStats:
     """What compiling cost a model after its warm-up, as torch reported it; `forced_eager`

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from trader.ledger.migrations import MIGRATIONS
 from trader.private_files import UnsafePath, open_private, private_folder, restrict
@@ -24,6 +24,15 @@ T = TypeVar("T")
 
 class LedgerError(Exception):
     """The ledger cannot be used as it is (newer schema, unreadable file)."""
+
+
+class Statements(Protocol):
+    """What a write needs of its connection: a sqlite3.Connection, or a buffer that keeps the
+    statements for later (`trader.ledger.buffered`)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> object: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> object: ...
 
 
 @contextmanager
@@ -121,6 +130,15 @@ class Database:
                 connection.execute("PRAGMA synchronous=FULL")
 
         return await self._submit(relaxed)
+
+    async def write(self, work: Callable[[Statements], object], *, durable: bool = True) -> None:
+        """Run `work`'s statements as one transaction (`durable` as for `run`)."""
+
+        def transact(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                work(connection)
+
+        await self.run(transact, durable=durable)
 
     async def close(self) -> None:
         connection, self._connection = self._connection, None

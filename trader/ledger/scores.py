@@ -14,7 +14,7 @@ from datetime import datetime
 from trader.domain import Forecast, Timeframe
 from trader.ledger.codec import parse_time, time_text
 from trader.ledger.database import Database, transaction
-from trader.ledger.trading import read_forecast
+from trader.ledger.forecast_rows import read_forecast
 
 Sums = Mapping[str, Sequence[float]]
 

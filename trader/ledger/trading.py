@@ -10,10 +10,9 @@ imply before anything trades.
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
-import sys
-from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -31,15 +30,35 @@ from trader.domain import (
     Position,
     Side,
     Signal,
-    Timeframe,
 )
 from trader.domain.execution import Execution
-from trader.ledger.codec import money_text, optional_money, optional_time, parse_time, time_text
-from trader.ledger.database import Database, LedgerError, transaction
+from trader.ledger.codec import (
+    SORTED,
+    compact_json,
+    money_text,
+    optional_money,
+    optional_time,
+    parse_time,
+    sorted_seconds_json,
+    time_text,
+)
+from trader.ledger.database import Database, LedgerError, Statements, transaction
+from trader.ledger.forecast_rows import forecast_row
 from trader.risk.engine import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
 _TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
+_MOVE_CURSOR = (
+    "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
+    "SET last_bar_start = excluded.last_bar_start"
+)
+_SET_STATE = "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)"
+# Statements that keep one row per key, updated in place: only the last write of each key
+# counts, in the order the keys were first written (a buffered ledger keeps no more).
+LATEST_ONLY: dict[str, Callable[[Sequence[Any]], object]] = {
+    _MOVE_CURSOR: operator.itemgetter(0),  # by symbol
+    _SET_STATE: lambda row: 1,  # the one row
+}
 
 
 @dataclass(frozen=True)
@@ -122,7 +141,7 @@ _UPSERT_ORDER = """
 
 
 def _write_orders(
-    c: sqlite3.Connection, orders: Sequence[Order], at: datetime, detail: str | Sequence[str]
+    c: Statements, orders: Sequence[Order], at: datetime, detail: str | Sequence[str]
 ) -> None:
     """Each order's new state, and an event for it (callers pass only orders that changed);
     `detail` says why, once for all or one per order."""
@@ -138,7 +157,7 @@ def _write_orders(
     )
 
 
-def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio, symbols: Iterable[str]) -> None:
+def _write_portfolio(c: Statements, portfolio: Portfolio, symbols: Iterable[str]) -> None:
     """Cash, fees, and the positions of `symbols` (those the fills touched)."""
     c.execute(
         "UPDATE account SET cash = ?, fees_paid = ?",
@@ -156,6 +175,11 @@ def _write_portfolio(c: sqlite3.Connection, portfolio: Portfolio, symbols: Itera
 class TradingLedger:
     def __init__(self, database: Database) -> None:
         self._db = database
+        # The trading state's row as last written, and what it was made of: most ticks
+        # write the same (immutable) status and day marks again.
+        self._state: tuple[TradingStatus | None, DayMarks | None, tuple[object, ...]] = (
+            None, None, (),
+        )  # fmt: skip
 
     @property
     def database(self) -> Database:
@@ -186,12 +210,8 @@ class TradingLedger:
         return await self._db.run(_load)
 
     async def record_orders(self, orders: Sequence[Order], at: datetime, detail: str) -> None:
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_orders(c, orders, at, detail)
-
         if orders:
-            await self._db.run(write)
+            await self._db.write(lambda c: _write_orders(c, orders, at, detail))
 
     async def commit_tick(
         self,
@@ -206,27 +226,26 @@ class TradingLedger:
         crash leaves the tick whole or absent, never half-booked. A tick that moved no order
         and no money is not forced to disk: losing it to a power cut only means re-running it."""
 
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_executions(c, executions, portfolio, record.at)
-                c.executemany(
-                    "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
-                    "SET last_bar_start = excluded.last_bar_start",
-                    [(s, time_text(t)) for s, t in cursor.items()],
-                )
-                _write_tick(c, record)
-                if change is not None:
-                    _write_status_event(c, change)
+        status, day, state = self._state
+        if record.status is not status or record.day is not day:
+            state = _state_row(record.status, record.day)
+            self._state = (record.status, record.day, state)
 
-        await self._db.run(write, durable=bool(executions) or change is not None)
+        def write(c: Statements) -> None:
+            _write_executions(c, executions, portfolio, record.at)
+            c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
+            _write_tick(c, record, state)
+            if change is not None:
+                _write_status_event(c, change)
+
+        await self._db.write(write, durable=bool(executions) or change is not None)
 
     async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
-        def write(c: sqlite3.Connection) -> None:
-            with transaction(c):
-                _write_status(c, status, day)
-                _write_status_event(c, status)
+        def write(c: Statements) -> None:
+            _write_status(c, status, day)
+            _write_status_event(c, status)
 
-        await self._db.run(write)
+        await self._db.write(write)
 
     async def last_tick(self) -> datetime | None:
         """The last tick that completed, if any (None on a fresh ledger)."""
@@ -247,12 +266,14 @@ class TradingLedger:
 
 
 def _write_executions(
-    c: sqlite3.Connection,
+    c: Statements,
     executions: Sequence[Execution],
     portfolio: Portfolio,
     at: datetime,
     detail: str = "execution",
 ) -> None:
+    if not executions:
+        return
     _write_orders(c, [e.order for e in executions], at, [e.reason or detail for e in executions])
     c.executemany(
         "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -263,7 +284,8 @@ def _write_executions(
         _write_portfolio(c, portfolio, touched)
 
 
-def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
+def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) -> None:
+    """The tick's rows; `state`: the trading state's row (`_state_row`)."""
     tick = time_text(record.at)
     c.executemany(
         "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -273,7 +295,7 @@ def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
         "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
         [
             (tick, s.symbol, s.strategy, s.direction.value, s.reason,
-             json.dumps(dict(s.inputs), separators=(",", ":")))
+             compact_json(s.inputs))
             for s in record.decisions
         ],
     )  # fmt: skip
@@ -282,69 +304,32 @@ def _write_tick(c: sqlite3.Connection, record: TickRecord) -> None:
         (tick, money_text(record.equity), money_text(record.cash),
          money_text(record.exposure), record.drawdown),
     )  # fmt: skip
-    _write_status(c, record.status, record.day)
+    c.execute(_SET_STATE, state)
+    skipped = SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
     c.execute(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
-        (tick, time_text(record.at), record.outcome, record.ready,
-         json.dumps(dict(record.skipped), sort_keys=True),
-         json.dumps(dict(record.timings), sort_keys=True)),
+        (tick, tick, record.outcome, record.ready, skipped,
+         sorted_seconds_json(record.timings)),
     )  # fmt: skip
 
 
-def _write_status_event(c: sqlite3.Connection, status: TradingStatus) -> None:
+def _write_status_event(c: Statements, status: TradingStatus) -> None:
     c.execute(
         "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
         (time_text(status.since), status.state.value, status.reason),
     )
 
 
-def forecast_row(tick: str, forecast: Forecast) -> tuple[object, ...]:
-    """A forecast as exact float64 arrays (little-endian): quantiles field by field, level by
-    level, step by step; then the means field by field. Text would cost far more per tick."""
-    fields = list(forecast.quantiles)
-    quantiles = array(
-        "d", (v for f in fields for series in forecast.quantiles[f].values() for v in series)
-    )
-    mean = array("d", (v for f in fields for v in forecast.mean[f]))
-    if sys.byteorder != "little":
-        quantiles.byteswap()
-        mean.byteswap()
+def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:
+    c.execute(_SET_STATE, _state_row(status, day))
+
+
+def _state_row(status: TradingStatus, day: DayMarks | None) -> tuple[object, ...]:
     return (
-        tick, forecast.symbol, forecast.model, time_text(forecast.as_of), forecast.steps,
-        ",".join(fields),
-        ",".join(map(repr, forecast.levels)), quantiles.tobytes(), mean.tobytes(),
-    )  # fmt: skip
-
-
-def read_forecast(row: Sequence[Any], timeframe: Timeframe) -> Forecast:
-    """The forecast `forecast_row` wrote (`row` without its tick)."""
-    symbol, model, as_of, steps, field_text, level_text, quantile_blob, mean_blob = row
-    fields, levels = field_text.split(","), [float(q) for q in level_text.split(",")]
-    quantiles, mean = array("d"), array("d")
-    quantiles.frombytes(quantile_blob)
-    mean.frombytes(mean_blob)
-    if sys.byteorder != "little":
-        quantiles.byteswap()
-        mean.byteswap()
-    per_field = len(levels) * steps
-    table = {
-        f: {q: quantiles[i * per_field + j * steps : i * per_field + (j + 1) * steps]
-            for j, q in enumerate(levels)}
-        for i, f in enumerate(fields)
-    }  # fmt: skip
-    means = {f: mean[i * steps : (i + 1) * steps] for i, f in enumerate(fields)}
-    return Forecast(symbol, model, parse_time(as_of), timeframe, steps, table, means)
-
-
-def _write_status(c: sqlite3.Connection, status: TradingStatus, day: DayMarks | None) -> None:
-    c.execute(
-        "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)",
-        (
-            status.state.value, status.reason, time_text(status.since),
-            day.day.isoformat() if day else None,
-            money_text(day.start) if day else None,
-            money_text(day.peak) if day else None,
-        ),
+        status.state.value, status.reason, time_text(status.since),
+        day.day.isoformat() if day else None,
+        money_text(day.start) if day else None,
+        money_text(day.peak) if day else None,
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
 from trader.domain import Bar, Quote, QuoteSource, Timeframe, decimal_from_float, from_epoch_ms
+from trader.domain.symbols import check_symbol
 
 
 class SkipReason(StrEnum):
@@ -109,6 +110,46 @@ def parse_row(row: Row, symbol: str, timeframe: Timeframe) -> Bar | SkipReason:
     if volume < 0 or (quote_volume is not None and quote_volume < 0):
         return SkipReason.NEGATIVE_VOLUME
     return Bar(symbol, timeframe, start, open_, high, low, close, volume, quote_volume)
+
+
+_INF = math.inf
+
+
+def parse_rows(rows: Sequence[Row], symbol: str, timeframe: Timeframe) -> list[Bar | SkipReason]:
+    """`parse_row` of every row, at a fraction of its cost for the common row: a whole
+    millisecond start and float values, all finite, the bar consistent (each test below is
+    `parse_row`'s and `Bar`'s, written out once). Any other row is judged by `parse_row`."""
+    check_symbol(symbol)  # what every Bar checks
+    out: list[Bar | SkipReason] = []
+    for row in rows:
+        size = len(row)
+        if size == 7:
+            start, open_, high, low, close, volume, quote_volume = row
+        elif size == 6:
+            (start, open_, high, low, close, volume), quote_volume = row, None
+        else:
+            out.append(parse_row(row, symbol, timeframe))
+            continue
+        if (
+            type(start) is int
+            and type(open_) is float
+            and type(high) is float
+            and type(low) is float
+            and type(close) is float
+            and type(volume) is float
+            and (quote_volume is None or (type(quote_volume) is float and 0 <= quote_volume < _INF))
+            and 0 < low <= open_ <= high < _INF
+            and low <= close <= high
+            and 0 <= volume < _INF
+        ):
+            bar = Bar.unchecked(
+                symbol, timeframe, from_epoch_ms(start), open_, high, low, close, volume,
+                quote_volume,
+            )  # fmt: skip
+            out.append(bar)
+        else:  # NaN fails every comparison: judged, with its reason, below
+            out.append(parse_row(row, symbol, timeframe))
+    return out
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,7 @@ class MarketDataStep:
         publish a bar, or send a garbled one once."""
         calendar = self.calendars[symbol]
         if judged is None:  # the first fill: a window's worth of the market's bars, and some
-            since = self._history_start(calendar, now, self.windows[symbol].capacity)
+            since = history_start(calendar, self.timeframe, now, self.windows[symbol].capacity)
         else:
             since = judged + ONE_MS
         rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
@@ -248,17 +248,6 @@ class MarketDataStep:
             return check
         refill = await fetch_since(self.feed, symbol, self.timeframe, hole, now)
         return check_rows(_merge(rows, refill), symbol, self.timeframe, now, after=judged)
-
-    def _history_start(self, calendar: TradingCalendar, now: datetime, capacity: int) -> datetime:
-        """Where a first fill begins: as many of the market's bars back as a window holds,
-        and some to spare for bad ones (from the calendar's start if it holds fewer)."""
-        count = capacity + max(8, capacity // 8)
-        try:
-            return from_epoch_ms(calendar.bar_start_before(self.timeframe, to_epoch_ms(now), count))
-        except CalendarRangeError:
-            if calendar.span_ms is None:
-                raise
-            return from_epoch_ms(calendar.span_ms[0])
 
     def _first_hole(
         self, calendar: TradingCalendar, judged: datetime | None, starts: Sequence[datetime]
@@ -351,6 +340,20 @@ class MarketDataStep:
         last = self.windows[symbol].last
         assert last is not None  # only fresh windows are priced
         return last
+
+
+def history_start(
+    calendar: TradingCalendar, timeframe: Timeframe, now: datetime, capacity: int
+) -> datetime:
+    """Where a window's first fill begins: as many of the market's bars back as a window
+    holds, and some to spare for bad ones (from the calendar's start if it holds fewer)."""
+    count = capacity + max(8, capacity // 8)
+    try:
+        return from_epoch_ms(calendar.bar_start_before(timeframe, to_epoch_ms(now), count))
+    except CalendarRangeError:
+        if calendar.span_ms is None:
+            raise
+        return from_epoch_ms(calendar.span_ms[0])
 
 
 def _merge(rows: Sequence[Row], refill: Sequence[Row]) -> list[Row]:

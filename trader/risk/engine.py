@@ -15,18 +15,32 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, Protocol
 
 from trader.config.trading_settings import RiskSettings
-from trader.domain import Order, OrderType, Quote, QuoteSource, Side
+from trader.domain import OrderType, Quote, QuoteSource, Side
 from trader.risk.state import TradingState, TradingStatus
+
+
+class Proposed(Protocol):
+    """What the rules read of an order: an `Order`, or the plan's intent before its order
+    is made."""
+
+    @property
+    def side(self) -> Side: ...
+
+    @property
+    def type(self) -> OrderType: ...
+
+    @property
+    def amount(self) -> Decimal: ...
 
 
 @dataclass(frozen=True)
 class OrderCheck:
     """An order and what the risk engine needs to judge it."""
 
-    order: Order
+    order: Proposed
     price: Decimal  # where it should trade: its limit, or the touch for a market order
     quote: Quote
     position: Decimal  # signed amount held now
@@ -60,6 +74,7 @@ class DayMarks:
 
 
 OK = Verdict(True, "ok", "accepted")
+_MINUTE = timedelta(minutes=1)
 DAILY_LOSS = "daily loss"
 # wait: halted until a person resumes (the daemon). The others are backtest.on_halt's.
 HaltPolicy = Literal["wait", "stop", "resume_next_day", "reduce_only"]
@@ -92,20 +107,25 @@ class RiskEngine:
     # --- orders -----------------------------------------------------------------------------
 
     def check(self, c: OrderCheck, at: datetime) -> Verdict:
-        verdict = self._judge(c, at)
+        """The verdict; an accepted order counts as sent (the rate rule counts them)."""
+        verdict = self.judge(c, at)
         if verdict.accepted:
-            self._sent.append(at)
+            self.sent(at)
         return verdict
 
-    def _judge(self, c: OrderCheck, at: datetime) -> Verdict:
-        rules = [self._halted, self._quote, self._reducing, self._rate]
-        if not c.reduces:
-            rules += [self._size, self._edge]
-        for rule in rules:
-            refusal = rule(c, at)
-            if refusal is not None:
-                return refusal
-        return OK
+    def sent(self, at: datetime) -> None:
+        """An order the checks accepted has been sent."""
+        self._sent.append(at)
+
+    def judge(self, c: OrderCheck, at: datetime) -> Verdict:
+        """The first rule that refuses, in their order, else OK; nothing is recorded."""
+        refusal = (
+            self._halted(c, at) or self._quote(c, at) or self._reducing(c, at)
+            or self._rate(c, at)
+        )  # fmt: skip
+        if refusal is None and not c.reduces:
+            refusal = self._size(c, at) or self._edge(c, at)
+        return refusal or OK
 
     def _halted(self, c: OrderCheck, at: datetime) -> Verdict | None:
         if self.state is TradingState.HALTED:
@@ -115,8 +135,9 @@ class RiskEngine:
     def _quote(self, c: OrderCheck, at: datetime) -> Verdict | None:
         if c.quote.source is QuoteSource.SYNTHETIC:
             return Verdict(False, "synthetic_quote", "the quote is synthetic: no real price")
-        if c.quote.age(at) > self.max_quote_age:
-            return Verdict(False, "stale_quote", f"the quote is {c.quote.age(at)} old")
+        age = c.quote.age(at)
+        if age > self.max_quote_age:
+            return Verdict(False, "stale_quote", f"the quote is {age} old")
         return None
 
     def _reducing(self, c: OrderCheck, at: datetime) -> Verdict | None:
@@ -125,7 +146,7 @@ class RiskEngine:
         return None
 
     def _rate(self, c: OrderCheck, at: datetime) -> Verdict | None:
-        while self._sent and at - self._sent[0] >= timedelta(minutes=1):
+        while self._sent and at - self._sent[0] >= _MINUTE:
             self._sent.popleft()
         most = self.settings.max_orders_per_minute
         if len(self._sent) >= most:

@@ -18,6 +18,7 @@ from trader.market.hygiene import (
     check_quote,
     check_rows,
     parse_row,
+    parse_rows,
 )
 
 TF = Timeframe("1h")
@@ -254,3 +255,33 @@ def test_crossed_locked_and_stale_quotes_are_refused(bid, below, age):
     assert check_quote(raw(bid, bid + 1, age_s=age), "SOL/USDT", NOW, MAX_AGE) is (
         SkipReason.STALE_QUOTE
     )
+
+
+_VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.booleans(),
+    st.none(), st.just("1.5"), st.sampled_from([0.0, -0.0, 1.0, 2.0, 3.0]),
+)  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.just(T0_MS), st.just(float(T0_MS)), st.booleans(), st.just(math.nan)),
+            st.lists(_VALUES, min_size=4, max_size=7),
+        ),
+        max_size=12,
+    )
+)
+def test_rows_judged_in_bulk_as_one_by_one(drawn):
+    """parse_rows's fast way gives what parse_row gives, row by row: valid and bad rows,
+    short ones, bools, strings, NaN and infinities, ints for floats, a missing quote volume."""
+    rows = [(start, *values) for start, values in drawn]
+    rows += [
+        (T0_MS, 2.0, 3.0, 1.0, 2.5, 10.0, None),
+        (T0_MS, 2.0, 3.0, 1.0, 2.5, 10.0),
+        (T0_MS, 2.0, 3.0, 1.0, 2.5, 10.0, 25.0),
+        (T0_MS, 2.0, 2.0, 2.0, 2.0, 0.0, 0.0),
+    ]
+    one_by_one = [parse_row(row, "SOL/USDT", TF) for row in rows]
+    assert parse_rows(rows, "SOL/USDT", TF) == one_by_one
+    assert sum(isinstance(b, Bar) for b in one_by_one) >= 4

@@ -205,7 +205,22 @@ class TradingCalendar:
         grid = self._grid(timeframe)
         return max(0, grid.below(before_ms) - grid.below(after_ms + 1))
 
-    def missing_before(self, timeframe: Timeframe, starts_ms: ArrayLike) -> NDArray[np.int64]:
+    def missing_between_many(
+        self, timeframe: Timeframe, after_ms: ArrayLike, before_ms: ArrayLike
+    ) -> Int64s:
+        """`missing_between` of each pair (vectorised)."""
+        after = np.asarray(after_ms, dtype=np.int64)
+        before = np.asarray(before_ms, dtype=np.int64)
+        if after.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if np.any(before < after):
+            raise ValueError("a bar comes before the one it should follow")
+        self._need(int(after.min()), int(before.max()))
+        grid = self._grid(timeframe)
+        missing: Int64s = np.maximum(0, grid.below_many(before) - grid.below_many(after + 1))
+        return missing
+
+    def missing_before(self, timeframe: Timeframe, starts_ms: ArrayLike) -> Int64s:
         """For each bar of a run of ascending bar starts, the expected starts missing between
         it and the bar before (vectorised missing_between; 0 for the first bar)."""
         times = np.asarray(starts_ms, dtype=np.int64)
@@ -213,10 +228,8 @@ class TradingCalendar:
             return np.zeros(0, dtype=np.int64)
         if np.any(np.diff(times) < 0):
             raise ValueError("bar starts are not in ascending order")
-        self._need(int(times[0]), int(times[-1]))
-        grid = self._grid(timeframe)
-        gaps = grid.below_many(times[1:]) - grid.below_many(times[:-1] + 1)
-        return np.concatenate([[0], np.maximum(gaps, 0)]).astype(np.int64)
+        gaps = self.missing_between_many(timeframe, times[:-1], times[1:])
+        return np.concatenate([[0], gaps]).astype(np.int64)
 
     # -- bar ends ---------------------------------------------------------------------------
 

@@ -1,0 +1,162 @@
+"""`trader backtest --grid` as a user runs it: every combination in worker processes, one table
+sorted by the metric asked for, each run's report linked, the deflated Sharpe ratio of the
+best over the number of trials; a run's figures equal the single backtest's with the same
+settings; the same grid on a local Ray cluster the test starts and stops gives the same
+figures; a walk-forward reports only its test windows; bad input is refused before any run.
+Real recorded bars (tests/data), a short period and a small context, so that each run is
+short."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import missing_binary
+from tests.integration.conftest import TRADER, clean_env
+from tests.recorded import SOLUSDT_1H
+
+pytestmark = pytest.mark.integration
+
+PERIOD = ("--from", "2020-11-01", "--to", "2020-11-12")
+GRID = (
+    "--strategy", "simple", "ci_guard", "--grid", "strategy.position_fraction=0.1,0.3",
+    "--grid", "risk.min_edge_bps=0",
+)  # fmt: skip
+# No fees and a small context: the baseline's forecasts trade, and each run is short.
+SETTINGS = {
+    "TRADER_MARKET__CONTEXT_BARS": "64",
+    "TRADER_FORECAST__BASELINE_LOOKBACK": "32",
+    "TRADER_BROKER__TAKER_FEE_BPS": "0",
+    "TRADER_BROKER__MAKER_FEE_BPS": "0",
+}
+
+
+def trader(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    settings = SETTINGS | {"TRADER_BACKTEST__CACHE_DIR": str(cwd / "cache")} | env
+    return subprocess.run(
+        [TRADER, "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline", *args],
+        cwd=cwd, env=clean_env(**settings), capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("grid")
+    done = trader(folder, *PERIOD, *GRID, "--jobs", "2", "--out", str(folder / "out"))
+    assert done.returncode == 0, done.stderr
+    assert "Deflated Sharpe ratio (Bailey and López de Prado, 2014) over the 4 trials" in (
+        done.stdout
+    )
+    assert "it is the best of 4, not the result" in done.stdout
+    return folder / "out"
+
+
+def runs(out: Path) -> list[dict]:
+    return json.loads((out / "grid.json").read_text())["runs"]
+
+
+def test_a_grid_runs_every_combination_sorted_with_each_report_linked(grid):
+    found = runs(grid)
+    assert [(r["strategy"], r["params"]["strategy.position_fraction"]) for r in found] != []
+    assert sorted((r["strategy"], r["params"]["strategy.position_fraction"]) for r in found) == [
+        ("ci_guard", "0.1"), ("ci_guard", "0.3"), ("simple", "0.1"), ("simple", "0.3"),
+    ]  # fmt: skip
+    sharpes = [r["sharpe"] for r in found if r["sharpe"] is not None]
+    assert sharpes == sorted(sharpes, reverse=True)
+    assert sum(r["trades"] for r in found) > 0, "nothing traded: the table would prove nothing"
+    page = (grid / "grid.html").read_text()
+    for run in found:
+        assert (grid / run["report"]).is_file()
+        assert f'href="{run["report"]}"' in page
+    summary = json.loads((grid / "grid.json").read_text())
+    assert summary["trials"] == 4
+    assert 0.0 <= summary["deflated_sharpe"]["probability"] <= 1.0
+
+
+def test_a_runs_figures_equal_the_single_backtests(grid, tmp_path):
+    (run,) = [
+        r for r in runs(grid)
+        if r["strategy"] == "simple" and r["params"]["strategy.position_fraction"] == "0.3"
+    ]  # fmt: skip
+    single = trader(
+        tmp_path, *PERIOD, "--strategy", "simple", "--out", str(tmp_path / "single"),
+        TRADER_STRATEGY__POSITION_FRACTION="0.3", TRADER_RISK__MIN_EDGE_BPS="0",
+    )  # fmt: skip
+    assert single.returncode == 0, single.stderr
+    mine = json.loads((grid / Path(run["report"]).parent / "stats.json").read_text())["lines"]
+    theirs = json.loads((tmp_path / "single" / "stats.json").read_text())["lines"]
+    assert mine == theirs
+    (line,) = [x for x in theirs if x["strategy"] == "simple"]
+    assert line["performance"]["sharpe"] == run["sharpe"]
+
+
+def test_the_same_grid_on_a_local_ray_cluster_gives_the_same_figures(grid, tmp_path, monkeypatch):
+    # The cluster this test starts, and only it, takes this token (Ray authenticates). Ray
+    # reads it when first imported.
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    for name, value in auth.items():
+        monkeypatch.setenv(name, value)
+    try:
+        import ray  # noqa: PLC0415
+    except ImportError:
+        missing_binary("ray (pip install 'trader[ray]')")
+    context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        address = context.address_info["gcs_address"]
+        out = tmp_path / "out"
+        done = trader(tmp_path, *PERIOD, *GRID, "--ray", address, "--out", str(out), **auth)
+    finally:
+        ray.shutdown()
+    assert done.returncode == 0, done.stderr
+    keep = ("run", "strategy", "params", "sharpe", "total_return", "max_drawdown", "trades")
+    assert [{k: r[k] for k in keep} for r in runs(out)] == [
+        {k: r[k] for k in keep} for r in runs(grid)
+    ]
+
+
+def test_a_walk_forward_reports_only_its_test_windows(tmp_path):
+    done = trader(
+        tmp_path, "--from", "2020-10-25", "--to", "2020-11-13", "--strategy", "simple",
+        "--grid", "strategy.position_fraction=0.1,0.3", "--grid", "risk.min_edge_bps=0",
+        "--walk-forward", "200/100", "--jobs", "2", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "on each training window the best of 2 combinations" in done.stdout
+    assert "out of sample (" in done.stdout
+    report = json.loads((tmp_path / "out" / "walk_forward.json").read_text())
+    (line,) = report["lines"]
+    folds = line["folds"]
+    assert len(folds) == 3
+    for fold in folds:
+        trained, tested = fold[1], fold[2]
+        assert trained.split(" .. ")[1] <= tested.split(" .. ")[0]  # tested after training
+        assert (tmp_path / "out" / fold[-1].split("(")[1].rstrip(")")).is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "says"),
+    [
+        (("--grid", "strategy.positon_fraction=0.1"), {}, 2, "did you mean"),
+        (("--grid", "risk.min_edge_bps=abc"), {}, 2, "risk.min_edge_bps=abc"),
+        (("--grid", "risk.min_edge_bps=1,2,3"), {"TRADER_BACKTEST__MAX_TRIALS": "2"}, 2, "--yes"),
+        (("--jobs", "2"), {}, 2, "apply to a grid"),
+        (("--grid", "risk.min_edge_bps=1", "--ray", "127.0.0.1:1"), {"NO_RAY": "1"}, 78,
+         "pip install 'trader[ray]'"),
+    ],
+)  # fmt: skip
+def test_bad_grid_input_is_refused_before_any_run(tmp_path, args, env, code, says):
+    if env.pop("NO_RAY", None):
+        # Ray made unimportable, as where the extra is not installed.
+        (tmp_path / "no_ray").mkdir()
+        (tmp_path / "no_ray" / "ray.py").write_text("raise ImportError('no ray here')\n")
+        env["PYTHONPATH"] = str(tmp_path / "no_ray")
+    done = trader(tmp_path, *PERIOD, "--strategy", "simple", *args, **env)
+    assert done.returncode == code, done.stderr
+    assert says in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "cache").exists()  # no run started, no forecast computed
