@@ -74,13 +74,16 @@ def stock_settings(folder: Path) -> Settings:
 
 
 def both(
-    settings: Settings, recordings: dict[str, Recording], folder: Path
+    settings: Settings, recordings: dict[str, Recording], folder: Path, jobs: int
 ) -> tuple[Backtest, Backtest]:
+    """The backtest's own run (its strategies side by side in `jobs` worker processes, or one
+    after the other for 1) and the daemon's replay."""
+
     def once(name: str, reference: bool) -> Backtest:
         return asyncio.run(
             run_backtest(
                 settings, recordings, strategies=STRATEGIES, ledgers=folder / name,
-                progress=False, reference=reference,
+                progress=False, reference=reference, jobs=1 if reference else jobs,
             )
         )  # fmt: skip
 
@@ -119,11 +122,13 @@ def assert_same(fast: Backtest, reference: Backtest) -> dict[str, dict[str, list
             b.strategy, b.symbol, b.performance, b.trades, b.costs, b.exposure
         )  # fmt: skip
         np.testing.assert_array_equal(a.equity, b.equity)
+    assert fast.quality == reference.quality
+    assert [c.live for c in fast.cache] == [c.live for c in reference.cache]  # none made late
     return books
 
 
 def test_two_symbols_every_strategy_partial_fills_refusals_and_a_halt(tmp_path):
-    fast, reference = both(crypto_settings(tmp_path), two_symbols(), tmp_path)
+    fast, reference = both(crypto_settings(tmp_path), two_symbols(), tmp_path, jobs=2)
     books = assert_same(fast, reference)
     # What the comparison covered, so that it cannot pass on runs that did nothing.
     traded = set()
@@ -145,7 +150,7 @@ def test_two_symbols_every_strategy_partial_fills_refusals_and_a_halt(tmp_path):
 def test_a_stock_in_its_sessions_halted_for_the_rest_of_the_run(tmp_path):
     xshg = read_recording(XSHG_600977_5MIN, "600977/CNY")
     recordings = {"600977/CNY": replace(xshg, rows=xshg.rows[:700])}
-    fast, reference = both(stock_settings(tmp_path), recordings, tmp_path)
+    fast, reference = both(stock_settings(tmp_path), recordings, tmp_path, jobs=1)
     assert_same(fast, reference)
     for strategy in STRATEGIES:
         run = fast.runs[strategy]

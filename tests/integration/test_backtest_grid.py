@@ -144,7 +144,7 @@ def test_a_walk_forward_reports_only_its_test_windows(tmp_path):
         (("--grid", "strategy.positon_fraction=0.1"), {}, 2, "did you mean"),
         (("--grid", "risk.min_edge_bps=abc"), {}, 2, "risk.min_edge_bps=abc"),
         (("--grid", "risk.min_edge_bps=1,2,3"), {"TRADER_BACKTEST__MAX_TRIALS": "2"}, 2, "--yes"),
-        (("--jobs", "2"), {}, 2, "apply to a grid"),
+        (("--yes",), {}, 2, "apply to a grid"),
         (("--grid", "risk.min_edge_bps=1", "--ray", "127.0.0.1:1"), {"NO_RAY": "1"}, 78,
          "pip install 'trader[ray]'"),
     ],

@@ -4,6 +4,7 @@ in the terminal and, with --out, the report folder (`trader.cli.backtest` reads 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,8 +53,8 @@ class BacktestRequest:
         if self.jobs is not None and self.ray is not None:
             return "--jobs and --ray: the runs go to worker processes here or to Ray, not both"
         if not self.is_grid:
-            given = [f for f, v in (("--jobs", self.jobs), ("--ray", self.ray),
-                                   ("--yes", self.yes or None)) if v is not None]  # fmt: skip
+            given = [f for f, v in (("--ray", self.ray), ("--yes", self.yes or None))
+                     if v is not None]  # fmt: skip
             if given:
                 return (
                     f"{', '.join(given)} apply to a grid: give --grid KEY=V1,V2 or --walk-forward"
@@ -121,6 +122,7 @@ def run_backtest_command(
                 strategies=strategies,
                 period=Period(request.begin, request.end),
                 ledgers=request.out / "ledgers" if request.out else None,
+                jobs=request.jobs or os.cpu_count() or 1,
             )
         )
     except ModelUnavailable as error:

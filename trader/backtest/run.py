@@ -8,13 +8,15 @@ Parameters are not chosen here: every one comes from the settings, fixed before 
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from trader.backtest.activity import (
     Costs,
@@ -33,6 +35,7 @@ from trader.backtest.hold import buy_and_hold
 from trader.backtest.prepare import WHOLE, Period, Prepared, forecast_all, prepare
 from trader.backtest.quality import Quality, forecast_quality
 from trader.backtest.session import Replay, simulate
+from trader.backtest.side_by_side import fork_refusal, run_side_by_side
 from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.windows import SymbolWindows, epoch_ms
@@ -109,9 +112,6 @@ class _Marks:
         recent: Sequence[Bar] = self.bars[max(0, index - 2) : index]
         return self.spread.spread_bps(recent) / 20_000
 
-    def by_end(self) -> dict[int, float]:
-        return dict(zip(self.ends.tolist(), self.close.tolist(), strict=True))
-
 
 async def run_backtest(
     settings: Settings,
@@ -124,6 +124,7 @@ async def run_backtest(
     progress: bool | None = None,
     reference: bool = False,
     shared: tuple[Prepared, Sequence[CachedForecaster]] | None = None,
+    jobs: int = 1,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
@@ -131,7 +132,8 @@ async def run_backtest(
     data step fetching rows and a ledger transaction every tick), which the backtest's own
     run (`session.simulate`) must equal; slower. `shared`: what an earlier run on the same
     files, period and market and forecast settings prepared and forecast (a grid's worker
-    keeps it for its next runs)."""
+    keeps it for its next runs). `jobs`: strategies run side by side in that many worker
+    processes (`side_by_side`), with the same figures."""
     log = get_logger("trader.backtest")
     if shared is None:
         ready = prepare(settings, recordings, period)
@@ -147,6 +149,7 @@ async def run_backtest(
     if not strategies:  # buy-and-hold only: no model, no engine
         _score(result, windows, spread_model(settings))
         return result
+    result.closes = _closes(windows)  # the quality section's, made while strategies run
     cache = ForecastCache(settings.backtest.cache_dir)
     try:
         began = time.perf_counter()
@@ -160,33 +163,109 @@ async def run_backtest(
         with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
             folder = ledgers or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
-            for strategy in strategies:
-                ledger = folder / f"ledger-{strategy}.sqlite3"
-                if plan is not None:
-                    run = await simulate(
-                        settings,
-                        Replay(replay, times, plan),
-                        cached,
-                        strategy,
-                        ledger,
-                        progress=progress,
-                    )
-                else:  # or a calendar that does not cover its data: as the daemon replays
-                    run = await replay_strategy(
-                        settings, replay, cached, strategy, ledger,
+            if plan is not None:
+                replayed = Replay(replay, times, plan)
+                runs = await _simulate_all(
+                    settings, replayed, cached, strategies, folder, jobs, progress,
+                    lambda: _forecasts(result, cached, wanted),
+                )  # fmt: skip
+            else:  # or a calendar that does not cover its data: as the daemon replays
+                runs = {}
+                for strategy in strategies:
+                    runs[strategy] = await replay_strategy(
+                        settings, replay, cached, strategy, folder / _ledger_name(strategy),
                         begin=times[0], end=times[-1], ticks=len(times), progress=progress,
                     )  # fmt: skip
-                result.runs[strategy] = run
+                _forecasts(result, cached, wanted)
+            for strategy in strategies:
+                run = result.runs[strategy] = runs[strategy]
                 log.info(
                     "strategy done", strategy=strategy, seconds=round(run.seconds, 1),
                     fills=len(run.fills),
                 )  # fmt: skip
         result.cache = [c.use for c in cached]
         _score(result, windows, spread_model(settings))
-        _forecasts(result, cached, wanted)
     finally:
         cache.close()
     return result
+
+
+def _ledger_name(strategy: str) -> str:
+    return f"ledger-{strategy}.sqlite3"
+
+
+def _closes(windows: Mapping[str, SymbolWindows]) -> dict[str, dict[int, float]]:
+    """Each symbol's closes by bar close (epoch ms)."""
+    return {s: {epoch_ms(b): b.close for b in w.bars if b is not None} for s, w in windows.items()}
+
+
+async def _simulate_all(
+    settings: Settings,
+    replay: Replay,
+    cached: Sequence[CachedForecaster],
+    strategies: Sequence[str],
+    folder: Path,
+    jobs: int,
+    progress: bool | None,
+    meanwhile: Callable[[], object],
+) -> dict[str, StrategyRun]:
+    """Every strategy's run: side by side in `jobs` forked workers where it can, else one
+    after the other here; `meanwhile` is done here either way (while the workers run)."""
+    wanted = jobs > 1 and len(strategies) > 1
+    refusal = fork_refusal() if wanted else None
+    if wanted and refusal is None:
+        return _side_by_side(
+            settings, replay, cached, strategies, folder, jobs, progress, meanwhile
+        )
+    if refusal is not None:
+        get_logger("trader.backtest").warning(
+            "strategies run one after the other", asked_jobs=jobs, because=refusal
+        )
+    runs = {}
+    for strategy in strategies:
+        runs[strategy] = await simulate(
+            settings, replay, cached, strategy, folder / _ledger_name(strategy), progress=progress
+        )
+    meanwhile()
+    return runs
+
+
+def _side_by_side(
+    settings: Settings,
+    replay: Replay,
+    cached: Sequence[CachedForecaster],
+    strategies: Sequence[str],
+    folder: Path,
+    jobs: int,
+    progress: bool | None,
+    meanwhile: Callable[[], object],
+) -> dict[str, StrategyRun]:
+    def task(strategy: str) -> Callable[[], tuple[StrategyRun, list[int]]]:
+        def run() -> tuple[StrategyRun, list[int]]:
+            before = [c.use.live for c in cached]
+            done = asyncio.run(
+                simulate(
+                    settings, replay, cached, strategy, folder / _ledger_name(strategy),
+                    progress=False,
+                )
+            )  # fmt: skip
+            return done, [c.use.live - b for c, b in zip(cached, before, strict=True)]
+
+        return run
+
+    bar = tqdm(
+        total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)", leave=False,
+        disable=None if progress is None else not progress,
+    )  # fmt: skip
+    with bar:
+        done = run_side_by_side(
+            [task(s) for s in strategies], jobs, while_waiting=meanwhile,
+            on_done=lambda _: bar.update(1),
+        )  # fmt: skip
+    for _, live in done:  # forecasts the workers' runs had to make (none, when all cached)
+        for forecaster, count in zip(cached, live, strict=True):
+            forecaster.use.live += count
+    return {s: run for s, (run, _) in zip(strategies, done, strict=True)}
 
 
 def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: SpreadModel) -> None:
@@ -199,7 +278,7 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
     rf = settings.backtest.risk_free_rate
     ticks = result.ticks_ms
     marks = {s: _Marks(w, spread) for s, w in windows.items()}
-    result.closes = {s: m.by_end() for s, m in marks.items()}
+    result.closes = _closes(windows)
     closes = {s: m.at(ticks) for s, m in marks.items()}
     exits = {s: ExitCosts(m.half_spread(int(ticks[-1])), slippage, fee) for s, m in marks.items()}
     cash = float(broker.starting_cash)

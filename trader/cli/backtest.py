@@ -58,7 +58,10 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     grid.add_argument(
         "--rank-by", choices=RANKINGS, default="sharpe", help="sort the runs by (default: sharpe)"
     )
-    grid.add_argument("--jobs", type=positive, metavar="N", help="worker processes (all cores)")
+    grid.add_argument(
+        "--jobs", type=positive, metavar="N",
+        help="worker processes (all cores): a grid's runs, or a backtest's strategies side by side",
+    )  # fmt: skip
     grid.add_argument(
         "--ray", metavar="ADDRESS",
         help="run on a Ray cluster (host:port); data and the forecast cache at shared paths",

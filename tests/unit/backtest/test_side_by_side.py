@@ -1,0 +1,57 @@
+"""Runs side by side in forked worker processes: results in order, failures raised here."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from trader.backtest.side_by_side import ChildFailed, fork_refusal, run_side_by_side
+
+pytestmark = pytest.mark.skipif(fork_refusal() is not None, reason="this platform cannot fork")
+
+
+def test_results_come_back_in_order_from_other_processes():
+    big = list(range(200_000))  # made here, read there without being sent
+    tasks = [lambda i=i: (i, os.getpid(), sum(big) + i) for i in range(5)]
+    done, waited = [], []
+    results = run_side_by_side(
+        tasks, 2, while_waiting=lambda: waited.append(True), on_done=done.append
+    )
+    assert [r[0] for r in results] == list(range(5))
+    assert [r[2] for r in results] == [sum(big) + i for i in range(5)]
+    assert os.getpid() not in {r[1] for r in results}
+    assert sorted(done) == list(range(5))
+    assert waited == [True]
+
+
+def test_at_most_the_workers_asked_run_at_once(tmp_path):
+    def task(i: int) -> int:
+        mark = tmp_path / f"{i}.running"
+        mark.touch()
+        time.sleep(0.2)
+        running = len(list(tmp_path.glob("*.running")))
+        mark.unlink()
+        return running
+
+    assert max(run_side_by_side([lambda i=i: task(i) for i in range(4)], 2)) <= 2
+
+
+def test_a_task_that_raises_raises_here_with_the_workers_traceback():
+    def fails() -> None:
+        raise ValueError("the data cannot be backtested")
+
+    with pytest.raises(ValueError, match="cannot be backtested") as raised:
+        run_side_by_side([lambda: 1, fails], 2)
+    assert any("in the worker process" in note for note in raised.value.__notes__)
+
+
+def test_a_worker_that_dies_is_reported():
+    with pytest.raises(ChildFailed, match="code 3"):
+        run_side_by_side([lambda: os._exit(3)], 1)
+
+
+def test_a_result_that_cannot_be_sent_back_is_reported():
+    with pytest.raises(ChildFailed, match="could not be sent back"):
+        run_side_by_side([lambda: lambda: None], 1)
