@@ -4,7 +4,6 @@ in the terminal and, with --out, the report folder (`trader.cli.backtest` reads 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,6 +104,7 @@ def run_backtest_command(
     from trader.backtest.prepare import Period  # noqa: PLC0415
     from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
     from trader.backtest.run import run_backtest  # noqa: PLC0415
+    from trader.backtest.side_by_side import default_workers  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
 
     if request.model:
@@ -122,7 +122,7 @@ def run_backtest_command(
                 strategies=strategies,
                 period=Period(request.begin, request.end),
                 ledgers=request.out / "ledgers" if request.out else None,
-                jobs=request.jobs or os.cpu_count() or 1,
+                jobs=request.jobs or default_workers(len(strategies)),
             )
         )
     except ModelUnavailable as error:

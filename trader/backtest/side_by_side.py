@@ -15,6 +15,7 @@ locked.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import sys
 import traceback
@@ -39,6 +40,13 @@ def fork_refusal() -> str | None:
     if torch is not None and torch.cuda.is_initialized():
         return "a CUDA context is open in this process"
     return None
+
+
+def default_workers(runs: int) -> int:
+    """A worker for every run, up to twice the cores: the system shares the cores among them,
+    so no long run waits behind short ones (their lengths are not known ahead, and run one
+    after another in a fixed order, a long one last could double the wall time)."""
+    return max(1, min(runs, 2 * (os.cpu_count() or 1)))
 
 
 class _Child(Generic[T]):

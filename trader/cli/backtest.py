@@ -60,7 +60,8 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     )
     grid.add_argument(
         "--jobs", type=positive, metavar="N",
-        help="worker processes (all cores): a grid's runs, or a backtest's strategies side by side",
+        help="worker processes: a grid's runs (default: all cores), or a backtest's strategies "
+        "side by side (default: one each, up to twice the cores)",
     )  # fmt: skip
     grid.add_argument(
         "--ray", metavar="ADDRESS",

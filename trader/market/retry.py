@@ -9,8 +9,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-import ccxt.async_support as ccxt
-
 from trader.clock import Clock
 from trader.market.feed import ExchangeCallFailed
 
@@ -22,6 +20,8 @@ def error_kind(error: BaseException) -> str | None:
 
     In current ccxt RateLimitExceeded and DDoSProtection are siblings under NetworkError, so
     each is named before the catch-all."""
+    import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads where exchanges are called
+
     for kind, cls in (
         ("rate_limited", ccxt.RateLimitExceeded),
         ("ddos_protection", ccxt.DDoSProtection),
@@ -60,6 +60,9 @@ class Retrier:
     _quiet_until: float = 0.0  # loop time before which nothing is sent
 
     async def call(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        # Loaded here, not with the module: a backtest builds a RetryPolicy, never calls out.
+        import ccxt.async_support as ccxt  # noqa: PLC0415
+
         loop = asyncio.get_running_loop()
         for n in range(self.policy.attempts):
             wait = self._quiet_until - loop.time()
