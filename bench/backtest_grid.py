@@ -1,10 +1,16 @@
-"""A grid of 8 backtests on SOLUSDT_1h.csv with `--jobs 2` beside `--jobs 1`. Prints JSON.
+"""Backtests at the command line on SOLUSDT_1h.csv, in worker processes beside one after the
+other. Prints JSON.
 
-The same command twice, as a user runs it (`trader backtest --grid ...`), on a forecast cache
-filled first (untimed): two strategies x position_fraction 0.1, 0.2 x ci_guard.k 1, 2.
-`jobs2_over_jobs1` is the wall time with two worker processes over the time with one (the
-acceptance: at most 0.6); `same_figures` whether every run's figures agree between the two.
-The machine's load while it ran is in `load_before`: timings on a shared machine vary.
+- A grid of 8 backtests with `--jobs 2` beside `--jobs 1`: the same command twice, as a user
+  runs it (`trader backtest --grid ...`): two strategies x position_fraction 0.1, 0.2 x
+  ci_guard.k 1, 2. `jobs2_over_jobs1` is the wall time with two worker processes over the
+  time with one (the acceptance: at most 0.6); `same_figures` whether every run's figures
+  agree between the two.
+- The plain backtest of the three default strategies (`trader backtest`, the whole file unless
+  --from), its strategies side by side (the default) beside `--jobs 1`: `backtest_seconds`,
+  `backtest_jobs1_seconds`, their ratio and `backtest_same_figures` (every line of stats.json).
+Both on a forecast cache filled first (untimed). The machine's load while it ran is in
+`load_before`: timings on a shared machine vary.
 
     .venv/bin/python bench/backtest_grid.py [--data DIR|FILE] [--from DATE] [--quick]
 """
@@ -57,6 +63,15 @@ def grid(
     return seconds, sorted(({k: r[k] for k in KEEP} for r in runs), key=lambda r: r["run"])
 
 
+def figures(out: Path) -> dict[str, Any]:
+    """What a backtest's report (stats.json) says, but how long its parts took."""
+    stats = json.loads((out / "stats.json").read_text())
+    for run in stats["runs"].values():
+        run.pop("simulation_seconds")
+    stats.pop("forecast_seconds")
+    return stats
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -79,6 +94,9 @@ def main() -> int:
         load = os.getloadavg()[0]
         one, runs_one = grid(path, cache, folder / "one", [*period, "--jobs", "1"])
         two, runs_two = grid(path, cache, folder / "two", [*period, "--jobs", "2"])
+        side = backtest(path, cache, *period, "--out", str(folder / "side"))
+        alone = backtest(path, cache, *period, "--jobs", "1", "--out", str(folder / "alone"))
+        same = figures(folder / "side") == figures(folder / "alone")
     report = {
         "python": sys.version.split()[0],
         "file": path.name,
@@ -90,6 +108,10 @@ def main() -> int:
         "jobs2_seconds": round(two, 2),
         "jobs2_over_jobs1": round(two / one, 3),
         "same_figures": runs_one == runs_two,
+        "backtest_seconds": round(side, 2),
+        "backtest_jobs1_seconds": round(alone, 2),
+        "backtest_over_jobs1": round(side / alone, 3),
+        "backtest_same_figures": same,
     }
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")

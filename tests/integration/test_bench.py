@@ -90,6 +90,12 @@ def test_the_grid_bench_times_two_workers_beside_one_and_compares_their_figures(
         report["jobs2_seconds"] / report["jobs1_seconds"], rel=0.01
     )
     assert report["same_figures"] is True
+    # The plain backtest's strategies side by side, beside one after the other.
+    assert report["backtest_jobs1_seconds"] > 0
+    assert report["backtest_over_jobs1"] == pytest.approx(
+        report["backtest_seconds"] / report["backtest_jobs1_seconds"], rel=0.01
+    )
+    assert report["backtest_same_figures"] is True
 
 
 def test_the_daemon_bench_measures_loop_lag_and_memory_over_ticks():
