@@ -49,9 +49,10 @@ class TickReport:
         """What the ledger keeps: ok; degraded (a stage failed, the tick still booked); failed
         (nothing booked). A skipped symbol leaves it ok; the metrics count a tick by what an
         operator needs to see instead (`trader.telemetry.labels.tick_outcome`)."""
-        if {"data", "ledger", "rollback"} & set(self.failed_stages):
-            return "failed"
-        return "degraded" if self.failed_stages else "ok"
+        failed = self.failed_stages
+        if not failed:
+            return "ok"
+        return "failed" if {"data", "ledger", "rollback"}.intersection(failed) else "degraded"
 
     def saw(self, data: TickData) -> None:
         """What the data step found: the symbols ready, their quotes, why the others skip."""
