@@ -63,23 +63,30 @@ class SymbolWindows:
         # Every row as the data step judges it (a backtest's data plan reads them too).
         self.parsed = parse_rows(recording.rows, recording.symbol, recording.timeframe)
         self.bars: list[Bar] = [b for b in self.parsed if isinstance(b, Bar)]
-        header = f"{self.symbol}|{self.timeframe.text}|{context}|".encode()
-        digests = b"".join(
-            hashlib.blake2b(_bar_bytes(bar), digest_size=DIGEST).digest() for bar in self.bars
+        header = hashlib.blake2b(
+            f"{self.symbol}|{self.timeframe.text}|{context}|".encode(), digest_size=DIGEST
         )
-        starts = [epoch_ms(bar) - self.step_ms for bar in self.bars]
+        ends = [epoch_ms(bar) for bar in self.bars]
+        digests = memoryview(
+            b"".join(
+                hashlib.blake2b(_bar_bytes(bar, end), digest_size=DIGEST).digest()
+                for bar, end in zip(self.bars, ends, strict=True)
+            )
+        )
+        starts = [end - self.step_ms for end in ends]
         needed = min(min_contiguous, context) if min_contiguous is not None else 1
         self.by_end: dict[int, Window] = {}
         missing = calendar.missing_before(self.timeframe, starts).tolist()
         run = 0  # bars in a row ending at this one, nothing missing between them
-        for i, bar in enumerate(self.bars):
+        for i in range(len(self.bars)):
             run = 1 if i == 0 or missing[i] > 0 else run + 1
             if i + 1 >= context and run >= needed:
                 first = i - context + 1
-                content = header + digests[first * DIGEST : (i + 1) * DIGEST]
-                key = hashlib.blake2b(content, digest_size=DIGEST).digest()
-                end = epoch_ms(bar)
-                self.by_end[end] = Window(self.symbol, end, first, i, key)
+                # The digest of the header and the bars' digests, without copying them out.
+                digest = header.copy()
+                digest.update(digests[first * DIGEST : (i + 1) * DIGEST])
+                end = ends[i]
+                self.by_end[end] = Window(self.symbol, end, first, i, digest.digest())
 
     def bars_of(self, window: Window) -> tuple[Bar, ...]:
         return tuple(self.bars[window.first : window.last + 1])
@@ -114,9 +121,9 @@ class SymbolWindows:
                 yield slots
 
 
-def _bar_bytes(bar: Bar) -> bytes:
+def _bar_bytes(bar: Bar, end_ms: int) -> bytes:
     quote_volume = "" if bar.quote_volume is None else repr(bar.quote_volume)
     return (
-        f"{epoch_ms(bar)},{bar.open!r},{bar.high!r},{bar.low!r},{bar.close!r},"
+        f"{end_ms},{bar.open!r},{bar.high!r},{bar.low!r},{bar.close!r},"
         f"{bar.volume!r},{quote_volume}"
     ).encode()
