@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trader.domain import Forecast
+from trader.domain import Forecast, to_epoch_ms
 from trader.skill import INTERVALS, as_returns, forecast_table, score
 from trader.skill.returns import FIELD
 
@@ -48,11 +48,21 @@ class Quality:
 
 
 def realised(forecasts: Sequence[Forecast], closes: Mapping[int, float]) -> np.ndarray:
-    """[forecast, step] realised closes (NaN past the data); `closes` by bar close, epoch ms."""
-    out = np.full((len(forecasts), max((f.steps for f in forecasts), default=0)), np.nan)
-    for i, forecast in enumerate(forecasts):
-        for k in range(forecast.steps):
-            out[i, k] = closes.get(int(forecast.step_end(k).timestamp() * 1000), np.nan)
+    """[forecast, step] realised closes (NaN past the data); `closes` by bar close, epoch ms.
+    Step k of a forecast closes k + 1 bars after it was made (`Forecast.step_end`)."""
+    width = max((f.steps for f in forecasts), default=0)
+    if not forecasts or not closes:
+        return np.full((len(forecasts), width), np.nan)
+    made = np.array([to_epoch_ms(f.as_of) for f in forecasts], dtype=np.int64)
+    step = np.array([f.timeframe.seconds * 1000 for f in forecasts], dtype=np.int64)
+    ends = made[:, None] + step[:, None] * np.arange(1, width + 1, dtype=np.int64)
+    times = np.fromiter(closes.keys(), dtype=np.int64, count=len(closes))
+    values = np.fromiter(closes.values(), dtype=np.float64, count=len(closes))
+    order = np.argsort(times, kind="stable")
+    times, values = times[order], values[order]
+    at = np.minimum(np.searchsorted(times, ends), len(times) - 1)
+    out = np.where(times[at] == ends, values[at], np.nan)
+    out[np.arange(width)[None, :] >= np.array([f.steps for f in forecasts])[:, None]] = np.nan
     return out
 
 

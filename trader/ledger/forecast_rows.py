@@ -73,6 +73,22 @@ class StoredQuantiles(Mapping[str, Mapping[float, Sequence[float]]]):
     def __getitem__(self, field: str) -> Mapping[float, Sequence[float]]:
         return self._tables()[field]
 
+    @property
+    def layout(self) -> tuple[int, str, str]:
+        """Its steps, fields and levels as stored: equal layouts read alike."""
+        return self.row[3], self.row[4], self.row[5]
+
+    def values_of(self, field: str) -> array[float]:
+        """`field`'s whole table as stored: level after level (in `self[field]`'s order),
+        each its steps (a scorer's way to read thousands of forecasts at once)."""
+        steps, field_text, level_text = self.layout
+        fields, levels, _ = _layout(field_text, level_text)
+        if field not in fields:
+            raise KeyError(field)
+        size = len(levels) * steps
+        start = fields.index(field) * size
+        return self._values[start : start + size]
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tables())
 

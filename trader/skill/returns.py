@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from trader.domain import Forecast
+from trader.ledger.forecast_rows import StoredQuantiles
 
 FIELD = "close"
 
@@ -22,6 +23,12 @@ def forecast_table(forecasts: Sequence[Forecast], field: str = FIELD) -> np.ndar
     steps)."""
     if not forecasts:
         return np.zeros((0, 0, 0))
+    stored = [q for f in forecasts if isinstance(q := f.quantiles, StoredQuantiles)]
+    if len(stored) == len(forecasts) and len({q.layout for q in stored}) == 1:
+        # Read back from a ledger or a cache, alike: each table straight from its array.
+        shape = (len(forecasts), len(forecasts[0].levels), forecasts[0].steps)
+        tables = [np.frombuffer(q.values_of(field), dtype=np.float64) for q in stored]
+        return np.stack(tables).reshape(shape).transpose(0, 2, 1)
     levels, steps = forecasts[0].levels, forecasts[0].steps
     for f in forecasts:
         if f.levels != levels or f.steps != steps:

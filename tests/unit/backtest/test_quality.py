@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from trader.backtest.quality import forecast_quality
+from trader.backtest.quality import forecast_quality, realised
 from trader.domain import Forecast, Timeframe
-from trader.skill import score
+from trader.ledger.forecast_rows import StoredQuantiles, forecast_row, read_forecast
+from trader.skill import forecast_table, score
 
 LEVELS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -61,3 +62,45 @@ def test_forecasts_without_outcomes_are_left_out() -> None:
     assert quality is not None
     assert quality.forecasts == 8
     assert forecast_quality("baseline", "SOL/USDT", forecasts[-1:], by_end) is None
+
+
+def test_forecasts_read_back_from_their_rows_score_exactly_as_made() -> None:
+    """The backtest scores cached forecasts (their tables read straight from the stored
+    arrays): the very figures of the forecasts as they were made, a missing close too."""
+    by_end = closes(80)
+    del by_end[sorted(by_end)[40]]  # a candle missing: the forecasts reaching it drop out
+    rng = np.random.default_rng(5)
+    made = []
+    for end, price in list(by_end.items())[:60]:  # made at each bar's close
+        spread = float(rng.uniform(0.01, 0.06))
+        table = {q: [price * (1 + spread * (q - 0.5) + 0.001 * k) for k in range(3)]
+                 for q in LEVELS}  # fmt: skip
+        made.append(Forecast(
+            "SOL/USDT", "baseline", datetime.fromtimestamp(end / 1000, UTC), Timeframe("1h"), 3,
+            {"close": table, "high": table}, {"close": [price] * 3, "high": [price] * 3},
+        ))  # fmt: skip
+    stored = [read_forecast(forecast_row("t", f)[1:], Timeframe("1h"), check=False) for f in made]
+    assert all(isinstance(f.quantiles, StoredQuantiles) for f in stored)
+    np.testing.assert_array_equal(forecast_table(stored), forecast_table(made))
+    np.testing.assert_array_equal(forecast_table(stored, "high"), forecast_table(made, "high"))
+    ours, theirs = (forecast_quality("baseline", "SOL/USDT", fs, by_end) for fs in (stored, made))
+    assert ours == theirs
+    assert ours is not None
+    assert ours.forecasts == 59  # the one whose horizon ends at the hole is left out
+    with pytest.raises(KeyError):
+        forecast_table(stored, "volume")
+
+
+def test_realised_closes_of_daily_bars_on_trading_days() -> None:
+    """Plain dates, a weekend without bars: a step whose close is not in the data is NaN."""
+    days = [datetime(2024, 1, d, tzinfo=UTC) for d in (2, 3, 4, 5, 8, 9)]  # Tue..Fri, Mon, Tue
+    day_closes = {int((d + timedelta(days=1)).timestamp() * 1000): 100.0 + i
+                  for i, d in enumerate(days)}  # fmt: skip
+    forecasts = [
+        Forecast("GOOG/USD", "baseline", d + timedelta(days=1), Timeframe("1d"), 2,
+                 {"close": {q: [1.0, 1.0] for q in LEVELS}}, {"close": [1.0, 1.0]})
+        for d in days[:4]
+    ]  # fmt: skip
+    out = realised(forecasts, day_closes)
+    expected = [[101.0, 102.0], [102.0, 103.0], [103.0, np.nan], [np.nan, np.nan]]
+    np.testing.assert_array_equal(out, np.array(expected))
