@@ -162,8 +162,9 @@ def forecast_ahead(
         symbol_windows = windows[symbol]
         present = [symbol_windows.by_end[e] for e in ends if e in symbol_windows.by_end]
         use.windows += len(present)
-        have = cache.known(entry_key(key, w.key) for w in present)
-        missing = [w.end_ms for w in present if entry_key(key, w.key) not in have]
+        keys = [entry_key(key, w.key) for w in present]
+        have = cache.known(keys)
+        missing = [w.end_ms for w, k in zip(present, keys, strict=True) if k not in have]
         use.reused += len(present) - len(missing)
         todo += [(symbol_windows, slots) for slots in symbol_windows.batches(missing, batch)]
     bar = tqdm(
