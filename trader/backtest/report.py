@@ -23,7 +23,6 @@ from trader.backtest.document import (
     text_table,
 )
 from trader.backtest.findings import findings, run_failed
-from trader.backtest.plots import band_plot, calibration_plot, equity_plot
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, Backtest, Line
 from trader.backtest.stats import __doc__ as FORMULAS
 
@@ -295,6 +294,9 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
 
 
 def _plots(result: Backtest, folder: Path) -> dict[str, list[Image]]:
+    # matplotlib loads only for a report written to files (a second or so).
+    from trader.backtest.plots import band_plot, calibration_plot, equity_plot  # noqa: PLC0415
+
     images: dict[str, list[Image]] = {"equity": [], "forecast": []}
     for symbol in [*result.symbols, *([PORTFOLIO] if len(result.symbols) > 1 else [])]:
         curves = {line.strategy: line.equity for line in result.lines if line.symbol == symbol}

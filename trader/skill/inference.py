@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtr  # the t distribution's CDF, without scipy.stats' import
 
 from trader.skill.rules import Scores
 
@@ -107,5 +106,8 @@ def diebold_mariano(first: np.ndarray, second: np.ndarray, lag: int) -> DieboldM
     h = lag + 1
     correction = math.sqrt(max((n + 1 - 2 * h + h * (h - 1) / n) / n, 0.0))
     statistic = mean / math.sqrt(variance / n) * correction
+    # The t distribution's CDF, without scipy.stats' import; scipy loads only for this test.
+    from scipy.special import stdtr  # noqa: PLC0415
+
     p_value = float(2 * stdtr(n - 1, -abs(statistic)))
     return DieboldMariano(statistic, p_value, mean, n)
