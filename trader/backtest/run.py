@@ -40,6 +40,7 @@ from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
+from trader.cycle_collector import collector_paused
 from trader.domain import Bar, Forecast
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
@@ -134,6 +135,25 @@ async def run_backtest(
     files, period and market and forecast settings prepared and forecast (a grid's worker
     keeps it for its next runs). `jobs`: strategies run side by side in that many worker
     processes (`side_by_side`), with the same figures."""
+    with collector_paused():  # many objects, no cycles: see trader.cycle_collector
+        return await _run(
+            settings, recordings, strategies, period, forecasters, ledgers, progress,
+            reference, shared, jobs,
+        )  # fmt: skip
+
+
+async def _run(
+    settings: Settings,
+    recordings: Mapping[str, Recording],
+    strategies: Sequence[str],
+    period: Period,
+    forecasters: Sequence[Forecaster] | None,
+    ledgers: Path | None,
+    progress: bool | None,
+    reference: bool,
+    shared: tuple[Prepared, Sequence[CachedForecaster]] | None,
+    jobs: int,
+) -> Backtest:
     log = get_logger("trader.backtest")
     if shared is None:
         ready = prepare(settings, recordings, period)

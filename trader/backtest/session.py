@@ -19,11 +19,9 @@ exact Decimal money. What the backtest does not pay for:
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +38,7 @@ from trader.backtest.simulate import (
     strategy_settings,
 )
 from trader.config.schema import Settings
+from trader.cycle_collector import collector_paused
 from trader.domain import to_epoch_ms
 from trader.engine.forecasting import InlineExecutor
 from trader.engine.report import TickReport
@@ -51,21 +50,6 @@ from trader.market.replay_calendars import ReplayCalendars
 from trader.market.replay_plan import ReplayPlan
 from trader.risk.state import TradingStatus
 from trader.runner import build_engine, replay_venue
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Python's cycle collector off while the ticks run: a run keeps hundreds of thousands
-    of objects alive (the plan, the forecasts, the ledger's rows), which every full
-    collection would walk again and again, for the ticks' garbage that reference counting
-    frees anyway (a tick leaves no cycles). Back on, as it was, afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Record:
@@ -156,7 +140,7 @@ async def simulate(
             hooks=record, inference=InlineExecutor(), halt_policy=settings.backtest.on_halt,
             calendars=venue.calendars, market=market, quiet_ticks=True,
         )  # fmt: skip
-        with bar, _no_cycle_collection():
+        with bar, collector_paused():
             try:
                 for at in times:
                     await engine.tick(at)
