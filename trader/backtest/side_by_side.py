@@ -21,7 +21,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from tqdm import tqdm
 
@@ -110,7 +110,7 @@ def run_side_by_side(
     results: dict[int, T] = {}
     failures: list[BaseException] = []
     queue = list(enumerate(tasks))
-    running: dict[Connection, _Child[T]] = {}
+    running: dict[Connection, _Child[T]] = {}  # by the pipe its result comes through
 
     def start() -> None:
         while queue and len(running) < max(1, workers):
@@ -122,8 +122,7 @@ def run_side_by_side(
         while_waiting()
     while running:
         for ready in wait(list(running)):
-            assert isinstance(ready, Connection)
-            child = running.pop(ready)
+            child = running.pop(cast(Connection, ready))  # the pipes were all it waited on
             try:
                 results[child.index] = child.result()
             except BaseException as error:  # raised once the children running have ended
