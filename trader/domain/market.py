@@ -147,6 +147,10 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
+        self._derive()
+
+    def _derive(self) -> None:
+        """The mid and the spread in bps, worked out once."""
         synthetic = self.source is QuoteSource.SYNTHETIC
         with exact():  # one context for both (`spread` is this, when asked for)
             mid = (self.bid + self.ask) / 2
@@ -155,6 +159,26 @@ class Quote:
         object.__setattr__(
             self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
         )
+
+    @classmethod
+    def unchecked(
+        cls, symbol: str, bid: Decimal, ask: Decimal, at: datetime, source: QuoteSource
+    ) -> Quote:
+        """A quote (no sizes) whose every field its caller has checked as `__post_init__`
+        would: a checked symbol, finite positive Decimals with bid < ask (bid = ask only when
+        synthetic), a UTC time (a replay plan's quotes: `trader.market.replay_plan_quotes`),
+        made without checking again; its mid and spread as `__post_init__` works them out."""
+        quote = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(quote, "symbol", symbol)
+        setattr_(quote, "bid", bid)
+        setattr_(quote, "ask", ask)
+        setattr_(quote, "at", at)
+        setattr_(quote, "source", source)
+        setattr_(quote, "bid_size", None)
+        setattr_(quote, "ask_size", None)
+        quote._derive()
+        return quote
 
     @classmethod
     def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:

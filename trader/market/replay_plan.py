@@ -25,20 +25,24 @@ import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import numpy as np
 
 from trader.config.market_settings import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
-from trader.market.calendars.calendar import TradingCalendar
-from trader.market.hygiene import RawQuote, SkipReason, check_quote, parse_rows, quote_time
-from trader.market.quotes import SpreadModel, modelled_quote, synthetic_quote
+from trader.market.calendars.calendar import NO_BAR_END, TradingCalendar
+from trader.market.hygiene import SkipReason, parse_rows
+from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
+from trader.market.replay_plan_quotes import PlannedQuotes, stale
 from trader.market.step import history_start
 
 NO_BARS: tuple[tuple[Bar, bool], ...] = ()
 NO_PROBLEMS: tuple[tuple[SkipReason, int], ...] = ()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +104,14 @@ class _SymbolPlanner:
         self.step_ms = recording.timeframe.seconds * 1000
         self.calendar = calendar
         self.settings = settings
-        self.spread = spread
         self.capacity = settings.context_bars
         self.starts = recording.starts
-        self.ends = [start + self.step_ms for start in self.starts]
         # Every row judged once, as the data step judges it.
         if parsed is None or len(parsed) != len(recording.rows):
             parsed = parse_rows(recording.rows, self.symbol, self.timeframe)
         self.parsed = parsed
+        self.bars = [row if isinstance(row, Bar) else None for row in parsed]
+        self.quotes = PlannedQuotes(self.bars, self.symbol, spread)
 
     def plan(self, times: Sequence[datetime]) -> list[SymbolTick] | None:
         starts, calendar, timeframe = self.starts, self.calendar, self.timeframe
@@ -122,100 +126,108 @@ class _SymbolPlanner:
             0,
             *calendar.missing_between_many(timeframe, steps[:-1], steps[1:]).tolist(),
         ]
-        valid = [i for i, parsed in enumerate(self.parsed) if isinstance(parsed, Bar)]
+        valid = [i for i, bar in enumerate(self.bars) if bar is not None]
         holes = calendar.missing_between_many(timeframe, steps[valid[:-1]], steps[valid[1:]])
-        self.hole_before = dict(zip(valid[1:], (bool(h) for h in holes), strict=True))
-        return self._walk(times)
+        self.hole_before = [False] * len(starts)
+        for i, hole in zip(valid[1:], holes.tolist(), strict=True):
+            self.hole_before[i] = bool(hole)
+        return self._walk(times, steps)
 
-    def _walk(self, times: Sequence[datetime]) -> list[SymbolTick]:
-        """The data step's `_extend` and quote pricing, tick after tick."""
-        parsed, settings = self.parsed, self.settings
-        needed = min(settings.min_contiguous_bars, self.capacity)
+    def _walk(self, times: Sequence[datetime], steps: np.ndarray) -> list[SymbolTick]:
+        """The data step's `_extend` and quote pricing, tick after tick. What does not depend
+        on the walk is worked out for every tick at once: the rows begun and closed by each
+        tick (as the step's and the feed's bisections find them), and the market's newest
+        expected bar end (`last_bar_end`)."""
+        parsed, bars, settings, quotes = self.parsed, self.bars, self.settings, self.quotes
+        starts, step_ms, gap_before, hole_before = (
+            self.starts,
+            self.step_ms,
+            self.gap_before,
+            self.hole_before,
+        )
+        capacity, add_latest = self.capacity, settings.add_latest
+        needed = min(settings.min_contiguous_bars, capacity)
+        skip_gaps = settings.gap_policy == "skip"
         max_age = timedelta(seconds=settings.max_quote_age_s)
+        ticks_ms = np.fromiter(map(to_epoch_ms, times), dtype=np.int64, count=len(times))
+        ends = steps + step_ms
+        closed = np.searchsorted(ends, ticks_ms, "right").tolist()  # rows closed by the tick
+        begun = np.searchsorted(steps, ticks_ms, "right").tolist()  # rows the feed holds
+        # Rows whose bar ends by the tick as a datetime compares (`bar.end <= now`), exactly.
+        ticks_us = np.fromiter(map(_epoch_us, times), dtype=np.int64, count=len(times))
+        ended = np.searchsorted(ends * 1000, ticks_us, "right").tolist()
+        newest_ends = self.calendar.last_bar_ends(self.timeframe, ticks_ms).tolist()
         out: list[SymbolTick] = []
         following: int | None = None  # the first row not judged yet (None: before the first fill)
         count = contiguous = 0  # bars in the window so far, and how many in a row
-        last: Bar | None = None  # the window's newest bar
-        for now in times:
-            now_ms = to_epoch_ms(now)
+        last = -1  # the row of the window's newest bar (-1: none yet)
+        last_end = 0  # its end, in epoch ms as the step reads it
+        for t, now in enumerate(times):
             if following is None:  # the first fill: a window's worth of bars, and some
-                since = history_start(self.calendar, self.timeframe, now, self.capacity)
-                lo = bisect.bisect_left(self.starts, to_epoch_ms(since))
+                since = history_start(self.calendar, self.timeframe, now, capacity)
+                lo = bisect.bisect_left(starts, to_epoch_ms(since))
                 first_fill = True
             else:
                 lo, first_fill = following, False
-            hi = bisect.bisect_right(self.ends, now_ms, lo)  # the rows closed by now
-            added: list[tuple[Bar, bool]] = []
-            problems: Counter[SkipReason] | None = None  # made for the rare bad row
-            dropped: dict[int, SkipReason] = {}
+            hi = max(lo, closed[t])  # the rows judged now
+            added: tuple[tuple[Bar, bool], ...] = NO_BARS
+            problems: tuple[tuple[SkipReason, int], ...] = NO_PROBLEMS
+            dropped: dict[int, SkipReason] | None = None
             missing = 0
-            for i in range(lo, hi):
-                if i > lo or not first_fill:
-                    missing += self.gap_before[i]
-                row = parsed[i]
-                if isinstance(row, Bar):
-                    after_hole = last is not None and self.hole_before[i]
-                    added.append((row, after_hole))
-                    contiguous = 1 if after_hole else contiguous + 1
-                    count += 1
-                    last = row
-                else:
-                    problems = problems if problems is not None else Counter()
-                    problems[row] += 1
-                    dropped[self.starts[i]] = row
+            judged: datetime | None = None
             if hi > lo:
+                new: list[tuple[Bar, bool]] = []
+                for i in range(lo, hi):
+                    if i > lo or not first_fill:
+                        missing += gap_before[i]
+                    bar = bars[i]
+                    if bar is not None:
+                        after_hole = last >= 0 and hole_before[i]
+                        new.append((bar, after_hole))
+                        contiguous = 1 if after_hole else contiguous + 1
+                        count += 1
+                        last = i
+                    else:
+                        dropped = dropped if dropped is not None else {}
+                        dropped[starts[i]] = cast(SkipReason, parsed[i])
+                if new:
+                    added = tuple(new)
+                    last_end = to_epoch_ms(bars[last].end)  # type: ignore[union-attr]
+                if dropped is not None:
+                    problems = tuple(Counter(dropped.values()).items())
+                newest_row = bars[hi - 1]
+                judged = (
+                    newest_row.start if newest_row is not None else from_epoch_ms(starts[hi - 1])
+                )
                 following = hi
-            reason = self._reason(now_ms, last, count, contiguous, needed, dropped)
+            # Why the data step skips the symbol before pricing it, as `_extend` decides.
+            newest = newest_ends[t]
+            reason: SkipReason | None = None
+            if newest == NO_BAR_END:
+                reason = SkipReason.STALE_BARS
+            elif last < 0 or last_end < newest:
+                reason = SkipReason.STALE_BARS  # unless the row due was dropped just now
+                if dropped is not None:
+                    reason = dropped.get(newest - step_ms, reason)
+            elif count < capacity:
+                reason = SkipReason.INSUFFICIENT_HISTORY
+            elif skip_gaps and contiguous < needed:
+                reason = SkipReason.GAP
             quote: Quote | SkipReason | None = None
             when: datetime | None = None
             if reason is None:
-                assert last is not None
-                raw = self._raw_quote(now, now_ms, last)
-                quote = check_quote(raw, self.symbol, now, max_age)
-                when = quote_time(raw) if raw is not None else None
-            out.append(
-                SymbolTick(
-                    tuple(added) if added else NO_BARS,
-                    from_epoch_ms(self.starts[hi - 1]) if hi > lo else None,
-                    tuple(problems.items()) if problems else NO_PROBLEMS,
-                    missing,
-                    reason,
-                    quote,
-                    when,
-                )
-            )
+                # What the replay's feed serves now (`ReplayMarketData.top_of_book`): the last
+                # close and the spread model's reading of the last two valid closed rows.
+                if add_latest:
+                    top = begun[t]
+                    checked = quotes.modelled(max(0, top - 3), min(top, ended[t]))
+                else:
+                    checked = quotes.synthetic(last)
+                quote, when = stale(checked, now, max_age), checked[1]
+            out.append(SymbolTick(added, judged, problems, missing, reason, quote, when))
         return out
 
-    def _reason(
-        self,
-        now_ms: int,
-        last: Bar | None,
-        count: int,
-        contiguous: int,
-        needed: int,
-        dropped: Mapping[int, SkipReason],
-    ) -> SkipReason | None:
-        """Why the data step skips the symbol before pricing it, as `_extend` decides."""
-        newest = self.calendar.last_bar_end(self.timeframe, now_ms)
-        if newest is None or last is None or to_epoch_ms(last.end) < newest:
-            if newest is None:
-                return SkipReason.STALE_BARS
-            return dropped.get(newest - self.step_ms, SkipReason.STALE_BARS)
-        if count < self.capacity:
-            return SkipReason.INSUFFICIENT_HISTORY
-        if self.settings.gap_policy == "skip" and contiguous < needed:
-            return SkipReason.GAP
-        return None
 
-    def _raw_quote(self, now: datetime, now_ms: int, last: Bar) -> RawQuote | None:
-        """The quote the replay's feed serves now (`ReplayMarketData.top_of_book`): the
-        last close and the spread model's reading of the last two valid closed rows."""
-        if not self.settings.add_latest:
-            return synthetic_quote(last)
-        end = bisect.bisect_right(self.starts, now_ms)
-        recent = [
-            bar
-            for index in range(max(0, end - 3), end)
-            if isinstance(bar := self.parsed[index], Bar) and bar.end <= now
-        ]
-        return modelled_quote(recent[-2:], self.spread) if recent else None
+def _epoch_us(at: datetime) -> int:
+    """A time as whole microseconds since the epoch (exact, as datetimes compare)."""
+    return (at - _EPOCH) // _MICROSECOND
