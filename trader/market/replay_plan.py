@@ -25,7 +25,7 @@ import bisect
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import cast
 
 import numpy as np
@@ -33,15 +33,16 @@ import numpy as np
 from trader.config.market_settings import MarketSettings
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.market.calendars.calendar import NO_BAR_END, TradingCalendar
+from trader.market.calendars.units import Int64s
 from trader.market.hygiene import SkipReason, parse_rows
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
-from trader.market.replay_plan_quotes import PlannedQuotes, stale
+from trader.market.replay_plan_quotes import PlannedQuotes
+from trader.market.replay_plan_rows import PlannedRows, TickRows, epoch_us
 from trader.market.step import history_start
 
 NO_BARS: tuple[tuple[Bar, bool], ...] = ()
 NO_PROBLEMS: tuple[tuple[SkipReason, int], ...] = ()
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -79,11 +80,12 @@ def plan_replay(
     recording's rows already judged by `parse_rows` (else they are judged here)."""
     if not times:
         return ReplayPlan({}, {s: [] for s in recordings})
+    ticks_us = np.fromiter(map(epoch_us, times), dtype=np.int64, count=len(times))
     planned: dict[str, list[SymbolTick]] = {}
     for symbol, recording in recordings.items():
         rows = parsed.get(symbol) if parsed is not None else None
         planner = _SymbolPlanner(recording, calendars[symbol], settings, spread, rows)
-        ticks = planner.plan(times)
+        ticks = planner.plan(times, ticks_us)
         if ticks is None:
             return None
         planned[symbol] = ticks
@@ -110,124 +112,147 @@ class _SymbolPlanner:
         if parsed is None or len(parsed) != len(recording.rows):
             parsed = parse_rows(recording.rows, self.symbol, self.timeframe)
         self.parsed = parsed
-        self.bars = [row if isinstance(row, Bar) else None for row in parsed]
-        self.quotes = PlannedQuotes(self.bars, self.symbol, spread)
+        self.rows = PlannedRows(parsed, self.starts, self.step_ms)
+        self.quotes = PlannedQuotes(self.rows, self.symbol, spread)
 
-    def plan(self, times: Sequence[datetime]) -> list[SymbolTick] | None:
+    def plan(self, times: Sequence[datetime], ticks_us: Int64s) -> list[SymbolTick] | None:
         starts, calendar, timeframe = self.starts, self.calendar, self.timeframe
         first = to_epoch_ms(history_start(calendar, timeframe, times[0], self.capacity))
         lowest = min(starts[0], first) if starts else first
         if not calendar.covers(lowest, to_epoch_ms(times[-1])):
             return None
-        steps = np.asarray(starts, dtype=np.int64)
+        steps, valid = self.rows.starts, self.rows.valid
         # Bars the market expected between each row and the one before it, and between each
         # valid bar and the valid bar before it (a dropped row is a hole too).
         self.gap_before = [
             0,
             *calendar.missing_between_many(timeframe, steps[:-1], steps[1:]).tolist(),
         ]
-        valid = [i for i, bar in enumerate(self.bars) if bar is not None]
         holes = calendar.missing_between_many(timeframe, steps[valid[:-1]], steps[valid[1:]])
         self.hole_before = [False] * len(starts)
-        for i, hole in zip(valid[1:], holes.tolist(), strict=True):
+        for i, hole in zip(valid[1:].tolist(), holes.tolist(), strict=True):
             self.hole_before[i] = bool(hole)
-        return self._walk(times, steps)
+        return self._walk(times, ticks_us)
 
-    def _walk(self, times: Sequence[datetime], steps: np.ndarray) -> list[SymbolTick]:
+    def _walk(self, times: Sequence[datetime], ticks_us: Int64s) -> list[SymbolTick]:
         """The data step's `_extend` and quote pricing, tick after tick. What does not depend
-        on the walk is worked out for every tick at once: the rows begun and closed by each
-        tick (as the step's and the feed's bisections find them), and the market's newest
-        expected bar end (`last_bar_end`)."""
-        parsed, bars, settings, quotes = self.parsed, self.bars, self.settings, self.quotes
-        starts, step_ms, gap_before, hole_before = (
-            self.starts,
-            self.step_ms,
-            self.gap_before,
-            self.hole_before,
-        )
-        capacity, add_latest = self.capacity, settings.add_latest
+        on the walk is worked out for every tick at once (`TickRows`): the rows closed by
+        each tick, the market's newest expected bar end, the rows of the quote the feed
+        serves. The common tick (one new valid bar) takes the short way; any other
+        (the first fill, several rows, a dropped row, none) is `_judge`'s."""
+        rows, quotes, settings, bars = self.rows, self.quotes, self.settings, self.rows.bars
+        at = TickRows(rows, self.calendar, self.timeframe, ticks_us)
+        capacity, step_ms, gap_before, hole_before = (
+            self.capacity, self.step_ms, self.gap_before, self.hole_before
+        )  # fmt: skip
         needed = min(settings.min_contiguous_bars, capacity)
-        skip_gaps = settings.gap_policy == "skip"
-        max_age = timedelta(seconds=settings.max_quote_age_s)
-        ticks_ms = np.fromiter(map(to_epoch_ms, times), dtype=np.int64, count=len(times))
-        ends = steps + step_ms
-        closed = np.searchsorted(ends, ticks_ms, "right").tolist()  # rows closed by the tick
-        begun = np.searchsorted(steps, ticks_ms, "right").tolist()  # rows the feed holds
-        # Rows whose bar ends by the tick as a datetime compares (`bar.end <= now`), exactly.
-        ticks_us = np.fromiter(map(_epoch_us, times), dtype=np.int64, count=len(times))
-        ended = np.searchsorted(ends * 1000, ticks_us, "right").tolist()
-        newest_ends = self.calendar.last_bar_ends(self.timeframe, ticks_ms).tolist()
+        skip_gaps, add_latest = settings.gap_policy == "skip", settings.add_latest
+        max_age_us = timedelta(seconds=settings.max_quote_age_s) // _MICROSECOND
+        ends_ms, tick_us, closed, newest_ends, quote_rows = (
+            rows.ends_as_read, ticks_us.tolist(), at.closed, at.newest_ends, at.quote_rows
+        )  # fmt: skip
         out: list[SymbolTick] = []
-        following: int | None = None  # the first row not judged yet (None: before the first fill)
-        count = contiguous = 0  # bars in the window so far, and how many in a row
-        last = -1  # the row of the window's newest bar (-1: none yet)
-        last_end = 0  # its end, in epoch ms as the step reads it
+        self.state = _Window()
+        window = self.state
+        following = -1  # the first row not judged yet (-1: before the first fill)
         for t, now in enumerate(times):
-            if following is None:  # the first fill: a window's worth of bars, and some
-                since = history_start(self.calendar, self.timeframe, now, capacity)
-                lo = bisect.bisect_left(starts, to_epoch_ms(since))
-                first_fill = True
-            else:
-                lo, first_fill = following, False
-            hi = max(lo, closed[t])  # the rows judged now
-            added: tuple[tuple[Bar, bool], ...] = NO_BARS
-            problems: tuple[tuple[SkipReason, int], ...] = NO_PROBLEMS
+            hi = closed[t]
             dropped: dict[int, SkipReason] | None = None
-            missing = 0
-            judged: datetime | None = None
-            if hi > lo:
-                new: list[tuple[Bar, bool]] = []
-                for i in range(lo, hi):
-                    if i > lo or not first_fill:
-                        missing += gap_before[i]
-                    bar = bars[i]
-                    if bar is not None:
-                        after_hole = last >= 0 and hole_before[i]
-                        new.append((bar, after_hole))
-                        contiguous = 1 if after_hole else contiguous + 1
-                        count += 1
-                        last = i
-                    else:
-                        dropped = dropped if dropped is not None else {}
-                        dropped[starts[i]] = cast(SkipReason, parsed[i])
-                if new:
-                    added = tuple(new)
-                    last_end = to_epoch_ms(bars[last].end)  # type: ignore[union-attr]
-                if dropped is not None:
-                    problems = tuple(Counter(dropped.values()).items())
-                newest_row = bars[hi - 1]
-                judged = (
-                    newest_row.start if newest_row is not None else from_epoch_ms(starts[hi - 1])
-                )
+            if hi == following + 1 and following >= 0 and (bar := bars[following]) is not None:
+                i = following  # the common tick: one new valid bar
+                missing = gap_before[i]
+                after_hole = window.last >= 0 and hole_before[i]
+                added: tuple[tuple[Bar, bool], ...] = ((bar, after_hole),)
+                window.contiguous = 1 if after_hole else window.contiguous + 1
+                window.count += 1
+                window.last, window.last_end = i, ends_ms[i]
+                judged: datetime | None = bar.start
+                problems = NO_PROBLEMS
                 following = hi
+            elif following >= 0 and hi <= following:  # nothing new
+                added, judged, problems, missing = NO_BARS, None, NO_PROBLEMS, 0
+            else:
+                if following < 0:  # the first fill: a window's worth of bars, and some
+                    since = history_start(self.calendar, self.timeframe, now, capacity)
+                    lo, first_fill = bisect.bisect_left(self.starts, to_epoch_ms(since)), True
+                else:
+                    lo, first_fill = following, False
+                hi = max(lo, hi)
+                added, judged, problems, missing, dropped = self._judge(lo, hi, first_fill)
+                if hi > lo:
+                    following = hi
             # Why the data step skips the symbol before pricing it, as `_extend` decides.
             newest = newest_ends[t]
             reason: SkipReason | None = None
             if newest == NO_BAR_END:
                 reason = SkipReason.STALE_BARS
-            elif last < 0 or last_end < newest:
+            elif window.last < 0 or window.last_end < newest:
                 reason = SkipReason.STALE_BARS  # unless the row due was dropped just now
                 if dropped is not None:
                     reason = dropped.get(newest - step_ms, reason)
-            elif count < capacity:
+            elif window.count < capacity:
                 reason = SkipReason.INSUFFICIENT_HISTORY
-            elif skip_gaps and contiguous < needed:
+            elif skip_gaps and window.contiguous < needed:
                 reason = SkipReason.GAP
             quote: Quote | SkipReason | None = None
             when: datetime | None = None
             if reason is None:
-                # What the replay's feed serves now (`ReplayMarketData.top_of_book`): the last
-                # close and the spread model's reading of the last two valid closed rows.
-                if add_latest:
-                    top = begun[t]
-                    checked = quotes.modelled(max(0, top - 3), min(top, ended[t]))
-                else:
-                    checked = quotes.synthetic(last)
-                quote, when = stale(checked, now, max_age), checked[1]
+                checked = (
+                    quotes.modelled(quote_rows[t]) if add_latest else quotes.synthetic(window.last)
+                )
+                quote, when, at_us = checked
+                # check_quote's last test, at this tick: a quote older than the limit is stale.
+                if at_us is not None and tick_us[t] - at_us > max_age_us:
+                    quote = SkipReason.STALE_QUOTE
             out.append(SymbolTick(added, judged, problems, missing, reason, quote, when))
         return out
 
+    def _judge(
+        self, lo: int, hi: int, first_fill: bool
+    ) -> tuple[
+        tuple[tuple[Bar, bool], ...],
+        datetime | None,
+        tuple[tuple[SkipReason, int], ...],
+        int,
+        dict[int, SkipReason] | None,
+    ]:
+        """The rows [lo, hi) judged at one tick, as `_extend` takes them into the window:
+        the bars added, the newest row judged, the rows dropped by reason, the bars missing,
+        and the dropped rows by start."""
+        window, bars, hole_before = self.state, self.rows.bars, self.hole_before
+        added: list[tuple[Bar, bool]] = []
+        dropped: dict[int, SkipReason] | None = None
+        missing = 0
+        for i in range(lo, hi):
+            if i > lo or not first_fill:
+                missing += self.gap_before[i]
+            bar = bars[i]
+            if bar is not None:
+                after_hole = window.last >= 0 and hole_before[i]
+                added.append((bar, after_hole))
+                window.contiguous = 1 if after_hole else window.contiguous + 1
+                window.count += 1
+                window.last, window.last_end = i, self.rows.ends_as_read[i]
+            else:
+                dropped = dropped if dropped is not None else {}
+                dropped[self.starts[i]] = cast(SkipReason, self.parsed[i])
+        if hi == lo:
+            return NO_BARS, None, NO_PROBLEMS, 0, None
+        newest = bars[hi - 1]
+        return (
+            tuple(added) if added else NO_BARS,
+            newest.start if newest is not None else from_epoch_ms(self.starts[hi - 1]),
+            tuple(Counter(dropped.values()).items()) if dropped is not None else NO_PROBLEMS,
+            missing,
+            dropped,
+        )
 
-def _epoch_us(at: datetime) -> int:
-    """A time as whole microseconds since the epoch (exact, as datetimes compare)."""
-    return (at - _EPOCH) // _MICROSECOND
+
+@dataclass
+class _Window:
+    """What the walk knows of the symbol's window."""
+
+    count: int = 0  # bars in the window so far
+    contiguous: int = 0  # ... and how many of the newest in a row
+    last: int = -1  # the row of the newest bar (-1: none yet)
+    last_end: int = 0  # its end, in epoch ms as the data step reads it

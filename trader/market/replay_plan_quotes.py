@@ -5,7 +5,7 @@ rows have closed by then: the spread model's reading of the last two valid close
 the last close (`quotes.modelled_quote`), or bid = ask = the window's newest close with
 ADD_LATEST=0 (`quotes.synthetic_quote`). So a plan checks each such quote once, as
 `hygiene.check_quote` does, and hands the same frozen `Quote` to every tick that sees it; only
-the age test depends on the tick, and stays with the walk (`stale`).
+the age test depends on the tick, and stays with the walk.
 
 A modelled quote is worked out here step for step as `modelled_quote` and `check_quote` do it,
 without the `RawQuote` in between and with each distinct spread converted once: that is most
@@ -15,75 +15,80 @@ its recordings, mid and spread included, to `check_quote(modelled_quote(...))`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from trader.domain import Bar, Quote, QuoteSource, decimal_from_float, exact
 from trader.market.hygiene import SkipReason, check_quote, quote_time
 from trader.market.quotes import HALF_BPS, SpreadModel, synthetic_quote
+from trader.market.replay_plan_rows import PlannedRows
 
-# A checked quote, or why it is unusable, and when it was the book (None: no quote came).
-Checked = tuple[Quote | SkipReason, datetime | None]
+# A checked quote, or why it is unusable; when it was the book (None: no quote came); the
+# same in epoch microseconds where it is a usable quote, whose age each tick then judges.
+Checked = tuple[Quote | SkipReason, datetime | None, int | None]
 
-NO_QUOTE: Checked = (SkipReason.NO_QUOTE, None)
+NO_QUOTE: Checked = (SkipReason.NO_QUOTE, None, None)
 _MODELLED = QuoteSource.MODELLED
 
 
-def stale(checked: Checked, now: datetime, max_age: timedelta) -> Quote | SkipReason:
-    """`check_quote`'s last test, at the tick `now`: a quote older than `max_age` is stale."""
-    quote, at = checked
-    if isinstance(quote, Quote) and at is not None and now - at > max_age:
-        return SkipReason.STALE_QUOTE
-    return quote
-
-
 class PlannedQuotes:
-    """One symbol's quotes over its judged rows (`parsed`, `None` where a row was dropped)."""
+    """One symbol's quotes over its judged rows."""
 
-    def __init__(self, bars: Sequence[Bar | None], symbol: str, spread: SpreadModel) -> None:
-        self.bars = bars
+    def __init__(self, rows: PlannedRows, symbol: str, spread: SpreadModel) -> None:
+        self.rows = rows
         self.symbol = symbol
         self.spread = spread
-        self._modelled: dict[tuple[int, int], Checked] = {}
+        self._modelled: dict[int, Checked] = {-1: NO_QUOTE}
         self._synthetic: dict[int, Checked] = {}
-        self._halves: dict[float, Decimal] = {}  # a spread in bps -> its half as a price share
+        # A spread in bps -> 1 - half and 1 + half of it as a share of the price.
+        self._factors: dict[float, tuple[Decimal, Decimal]] = {}
 
-    def synthetic(self, index: int) -> Checked:
-        """The checked ADD_LATEST=0 quote of the row `index` (the window's newest bar)."""
-        found = self._synthetic.get(index)
+    def synthetic(self, row: int) -> Checked:
+        """The checked ADD_LATEST=0 quote of the window's newest bar (at `row`)."""
+        found = self._synthetic.get(row)
         if found is None:
-            bar = self.bars[index]
+            bar = self.rows.bars[row]
             assert bar is not None
             raw = synthetic_quote(bar)
-            # Checked as the quote was the book (age 0); `stale` judges its age at each tick.
-            found = (check_quote(raw, self.symbol, quote_time(raw), timedelta.max), quote_time(raw))
-            self._synthetic[index] = found
+            # Checked as the quote was the book (age 0); each tick judges its age.
+            quote = check_quote(raw, self.symbol, quote_time(raw), timedelta.max)
+            usable = self.rows.end_us[row] if isinstance(quote, Quote) else None
+            found = self._synthetic[row] = (quote, quote_time(raw), usable)
         return found
 
-    def modelled(self, lo: int, hi: int) -> Checked:
-        """The checked modelled quote of the valid rows among [lo, hi) (the last two)."""
-        found = self._modelled.get((lo, hi))
+    def modelled(self, rows: int) -> Checked:
+        """The checked modelled quote of the rows `TickRows.quote_rows` names."""
+        found = self._modelled.get(rows)
         if found is None:
-            recent = [bar for bar in self.bars[lo:hi] if bar is not None][-2:]
-            found = self._check_modelled(recent) if recent else NO_QUOTE
-            self._modelled[(lo, hi)] = found
+            newest = rows >> 1
+            bars = self.rows.bars
+            last = bars[newest]
+            assert last is not None
+            if rows & 1:
+                before = bars[int(self.rows.valid_before[newest])]
+                assert before is not None
+                found = self._check_modelled([before, last], newest)
+            else:
+                found = self._check_modelled([last], newest)
+            self._modelled[rows] = found
         return found
 
-    def _check_modelled(self, recent: list[Bar]) -> Checked:
+    def _check_modelled(self, recent: list[Bar], row: int) -> Checked:
         """`check_quote(modelled_quote(recent, spread), ...)` but its age test."""
         last = recent[-1]
         at = last.end
         bps = self.spread.spread_bps(recent)
-        half = self._halves.get(bps)
-        if half is None:  # as modelled_quote divides: in the caller's context, not the exact one
-            half = self._halves[bps] = decimal_from_float(bps) / HALF_BPS
+        factors = self._factors.get(bps)
+        if factors is None:  # as modelled_quote divides: in the caller's context
+            half = decimal_from_float(bps) / HALF_BPS
+            with exact():
+                factors = self._factors[bps] = (1 - half, 1 + half)
         close = decimal_from_float(last.close)
         with exact():
-            bid, ask = close * (1 - half), close * (1 + half)
+            bid, ask = close * factors[0], close * factors[1]
         # check_quote's tests of a Decimal bid and ask, in its order.
         if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
-            return (SkipReason.INVALID_QUOTE, at)
+            return (SkipReason.INVALID_QUOTE, at, None)
         if bid >= ask:  # crossed, or locked (a modelled book is never locked)
-            return (SkipReason.CROSSED_QUOTE, at)
-        return (Quote.unchecked(self.symbol, bid, ask, at, _MODELLED), at)
+            return (SkipReason.CROSSED_QUOTE, at, None)
+        return (Quote.unchecked(self.symbol, bid, ask, at, _MODELLED), at, self.rows.end_us[row])

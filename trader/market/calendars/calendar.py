@@ -17,7 +17,6 @@ from trader.market.calendars.bars_per_year import BarsPerYear, bars_per_year
 from trader.market.calendars.trading_time import TradingTime
 from trader.market.calendars.units import DAY_MS, Anchor, Int64s, iso
 
-
 # `last_bar_ends` where `last_bar_end` is None (no bar of the span has ended by then).
 NO_BAR_END = np.iinfo(np.int64).min
 
