@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -114,6 +115,21 @@ class QuoteSource(StrEnum):
     SYNTHETIC = "synthetic"
 
 
+def _derive(quotes: Sequence[Quote]) -> None:
+    """Each quote's mid and spread in bps, worked out once (under one exact context for all:
+    `spread` is this, when asked for)."""
+    setattr_ = object.__setattr__
+    with exact():
+        mids = [(quote.bid + quote.ask) / 2 for quote in quotes]
+        spreads = [
+            None if quote.source is QuoteSource.SYNTHETIC else quote.ask - quote.bid
+            for quote in quotes
+        ]
+    for quote, mid, spread in zip(quotes, mids, spreads, strict=True):
+        setattr_(quote, "mid", mid)
+        setattr_(quote, "spread_bps", None if spread is None else float(spread / mid) * 10_000)
+
+
 @dataclass(frozen=True, slots=True)
 class Quote:
     """Top of the book at `at` (the exchange's timestamp for it)."""
@@ -147,38 +163,35 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
-        self._derive()
-
-    def _derive(self) -> None:
-        """The mid and the spread in bps, worked out once."""
-        synthetic = self.source is QuoteSource.SYNTHETIC
-        with exact():  # one context for both (`spread` is this, when asked for)
-            mid = (self.bid + self.ask) / 2
-            spread = None if synthetic else self.ask - self.bid
-        object.__setattr__(self, "mid", mid)
-        object.__setattr__(
-            self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
-        )
+        _derive((self,))
 
     @classmethod
-    def unchecked(
-        cls, symbol: str, bid: Decimal, ask: Decimal, at: datetime, source: QuoteSource
-    ) -> Quote:
-        """A quote (no sizes) whose every field its caller has checked as `__post_init__`
-        would: a checked symbol, finite positive Decimals with bid < ask (bid = ask only when
-        synthetic), a UTC time (a replay plan's quotes: `trader.market.replay_plan_quotes`),
-        made without checking again; its mid and spread as `__post_init__` works them out."""
-        quote = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(quote, "symbol", symbol)
-        setattr_(quote, "bid", bid)
-        setattr_(quote, "ask", ask)
-        setattr_(quote, "at", at)
-        setattr_(quote, "source", source)
-        setattr_(quote, "bid_size", None)
-        setattr_(quote, "ask_size", None)
-        quote._derive()
-        return quote
+    def unchecked_many(
+        cls,
+        symbol: str,
+        prices: Sequence[tuple[Decimal, Decimal]],
+        times: Sequence[datetime],
+        source: QuoteSource,
+    ) -> list[Quote]:
+        """Quotes (no sizes) of one symbol whose every field their caller has checked as
+        `__post_init__` would: a checked symbol, (bid, ask) finite positive Decimals with
+        bid < ask (bid = ask only when synthetic), UTC times (a replay plan's quotes:
+        `trader.market.replay_plan_quotes`), made without checking again; their mids and
+        spreads worked out as `__post_init__` does, all at once."""
+        new, setattr_ = object.__new__, object.__setattr__
+        quotes: list[Quote] = []
+        for (bid, ask), at in zip(prices, times, strict=True):
+            quote = new(cls)
+            setattr_(quote, "symbol", symbol)
+            setattr_(quote, "bid", bid)
+            setattr_(quote, "ask", ask)
+            setattr_(quote, "at", at)
+            setattr_(quote, "source", source)
+            setattr_(quote, "bid_size", None)
+            setattr_(quote, "ask_size", None)
+            quotes.append(quote)
+        _derive(quotes)
+        return quotes
 
     @classmethod
     def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:

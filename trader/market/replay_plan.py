@@ -151,6 +151,8 @@ class _SymbolPlanner:
         ends_ms, tick_us, closed, newest_ends, quote_rows = (
             rows.ends_as_read, ticks_us.tolist(), at.closed, at.newest_ends, at.quote_rows
         )  # fmt: skip
+        if add_latest:
+            quotes.prepare(quote_rows)
         out: list[SymbolTick] = []
         self.state = _Window()
         window = self.state

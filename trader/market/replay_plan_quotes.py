@@ -15,10 +15,11 @@ its recordings, mid and spread included, to `check_quote(modelled_quote(...))`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from trader.domain import Bar, Quote, QuoteSource, decimal_from_float, exact
+from trader.domain import Quote, QuoteSource, decimal_from_float, exact
 from trader.market.hygiene import SkipReason, check_quote, quote_time
 from trader.market.quotes import HALF_BPS, SpreadModel, synthetic_quote
 from trader.market.replay_plan_rows import PlannedRows
@@ -56,39 +57,65 @@ class PlannedQuotes:
             found = self._synthetic[row] = (quote, quote_time(raw), usable)
         return found
 
+    def prepare(self, quote_rows: Sequence[int]) -> None:
+        """Work out at once the modelled quotes of these rows (`TickRows.quote_rows`)."""
+        self._work_out([rows for rows in dict.fromkeys(quote_rows) if rows not in self._modelled])
+
     def modelled(self, rows: int) -> Checked:
         """The checked modelled quote of the rows `TickRows.quote_rows` names."""
         found = self._modelled.get(rows)
         if found is None:
-            newest = rows >> 1
-            bars = self.rows.bars
-            last = bars[newest]
-            assert last is not None
-            if rows & 1:
-                before = bars[int(self.rows.valid_before[newest])]
-                assert before is not None
-                found = self._check_modelled([before, last], newest)
-            else:
-                found = self._check_modelled([last], newest)
-            self._modelled[rows] = found
+            self._work_out([rows], ahead=False)
+            found = self._modelled[rows]
         return found
 
-    def _check_modelled(self, recent: list[Bar], row: int) -> Checked:
-        """`check_quote(modelled_quote(recent, spread), ...)` but its age test."""
-        last = recent[-1]
-        at = last.end
-        bps = self.spread.spread_bps(recent)
+    def _work_out(self, wanted: Sequence[int], ahead: bool = True) -> None:
+        """`check_quote(modelled_quote(recent, spread), ...)` but its age test, of the rows
+        of each of `wanted`. Worked out ahead, a quote that cannot be (a spread model
+        failing on its bars) is left for its tick, which fails as the feed would."""
+        bars, before, ends_us = self.rows.bars, self.rows.valid_before_rows, self.rows.end_us
+        work: list[tuple[int, int, datetime, Decimal, tuple[Decimal, Decimal]]] = []
+        for rows in wanted:
+            newest = rows >> 1
+            last, first = bars[newest], bars[before[newest]] if rows & 1 else None
+            assert last is not None
+            recent = [last] if first is None else [first, last]
+            try:
+                factors = self._factors_of(self.spread.spread_bps(recent))
+                work.append((rows, newest, last.end, decimal_from_float(last.close), factors))
+            except (ArithmeticError, ValueError):
+                if not ahead:
+                    raise
+        priced: list[tuple[int, int, datetime, Decimal, Decimal]] = []
+        with exact():
+            for rows, newest, at, close, (lower, upper) in work:
+                try:
+                    priced.append((rows, newest, at, close * lower, close * upper))
+                except ArithmeticError:
+                    if not ahead:
+                        raise
+        usable: list[tuple[int, int]] = []
+        prices: list[tuple[Decimal, Decimal]] = []
+        times: list[datetime] = []
+        for rows, newest, at, bid, ask in priced:
+            # check_quote's tests of a Decimal bid and ask, in its order.
+            if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
+                self._modelled[rows] = (SkipReason.INVALID_QUOTE, at, None)
+            elif bid >= ask:  # crossed, or locked (a modelled book is never locked)
+                self._modelled[rows] = (SkipReason.CROSSED_QUOTE, at, None)
+            else:
+                usable.append((rows, newest))
+                prices.append((bid, ask))
+                times.append(at)
+        quotes = Quote.unchecked_many(self.symbol, prices, times, _MODELLED)
+        for (rows, newest), quote in zip(usable, quotes, strict=True):
+            self._modelled[rows] = (quote, quote.at, ends_us[newest])
+
+    def _factors_of(self, bps: float) -> tuple[Decimal, Decimal]:
+        """1 - half and 1 + half of a spread, as `modelled_quote` works them out."""
         factors = self._factors.get(bps)
-        if factors is None:  # as modelled_quote divides: in the caller's context
+        if factors is None:  # the half as modelled_quote divides: in the caller's context
             half = decimal_from_float(bps) / HALF_BPS
             with exact():
                 factors = self._factors[bps] = (1 - half, 1 + half)
-        close = decimal_from_float(last.close)
-        with exact():
-            bid, ask = close * factors[0], close * factors[1]
-        # check_quote's tests of a Decimal bid and ask, in its order.
-        if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
-            return (SkipReason.INVALID_QUOTE, at, None)
-        if bid >= ask:  # crossed, or locked (a modelled book is never locked)
-            return (SkipReason.CROSSED_QUOTE, at, None)
-        return (Quote.unchecked(self.symbol, bid, ask, at, _MODELLED), at, self.rows.end_us[row])
+        return factors

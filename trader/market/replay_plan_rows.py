@@ -56,6 +56,7 @@ class PlannedRows:
         # The newest valid row before each row (and before the end): -1 where none.
         newest = np.maximum.accumulate(np.where(ok, np.arange(ok.size), -1)) if ok.size else ok
         self.valid_before: Int64s = np.concatenate(([-1], newest)).astype(np.int64)
+        self.valid_before_rows: list[int] = self.valid_before.tolist()
 
 
 class TickRows:
