@@ -169,18 +169,19 @@ class Quote:
     def unchecked_many(
         cls,
         symbol: str,
-        prices: Sequence[tuple[Decimal, Decimal]],
+        bids: Sequence[Decimal],
+        asks: Sequence[Decimal],
         times: Sequence[datetime],
         source: QuoteSource,
     ) -> list[Quote]:
         """Quotes (no sizes) of one symbol whose every field their caller has checked as
-        `__post_init__` would: a checked symbol, (bid, ask) finite positive Decimals with
-        bid < ask (bid = ask only when synthetic), UTC times (a replay plan's quotes:
+        `__post_init__` would: a checked symbol, finite positive Decimal bids and asks, each
+        bid < its ask (bid = ask only when synthetic), UTC times (a replay plan's quotes:
         `trader.market.replay_plan_quotes`), made without checking again; their mids and
         spreads worked out as `__post_init__` does, all at once."""
         new, setattr_ = object.__new__, object.__setattr__
         quotes: list[Quote] = []
-        for (bid, ask), at in zip(prices, times, strict=True):
+        for bid, ask, at in zip(bids, asks, times, strict=True):
             quote = new(cls)
             setattr_(quote, "symbol", symbol)
             setattr_(quote, "bid", bid)

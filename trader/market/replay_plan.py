@@ -38,7 +38,7 @@ from trader.market.hygiene import SkipReason, parse_rows
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
 from trader.market.replay_plan_quotes import PlannedQuotes
-from trader.market.replay_plan_rows import PlannedRows, TickRows, epoch_us
+from trader.market.replay_plan_rows import PlannedRows, TickRows, collector_paused, epoch_us
 from trader.market.step import history_start
 
 NO_BARS: tuple[tuple[Bar, bool], ...] = ()
@@ -82,14 +82,15 @@ def plan_replay(
         return ReplayPlan({}, {s: [] for s in recordings})
     ticks_us = np.fromiter(map(epoch_us, times), dtype=np.int64, count=len(times))
     planned: dict[str, list[SymbolTick]] = {}
-    for symbol, recording in recordings.items():
-        rows = parsed.get(symbol) if parsed is not None else None
-        planner = _SymbolPlanner(recording, calendars[symbol], settings, spread, rows)
-        ticks = planner.plan(times, ticks_us)
-        if ticks is None:
-            return None
-        planned[symbol] = ticks
-    return ReplayPlan({t: i for i, t in enumerate(times)}, planned)
+    with collector_paused():
+        for symbol, recording in recordings.items():
+            rows = parsed.get(symbol) if parsed is not None else None
+            planner = _SymbolPlanner(recording, calendars[symbol], settings, spread, rows)
+            ticks = planner.plan(times, ticks_us)
+            if ticks is None:
+                return None
+            planned[symbol] = ticks
+        return ReplayPlan({t: i for i, t in enumerate(times)}, planned)
 
 
 class _SymbolPlanner:

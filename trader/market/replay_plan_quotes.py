@@ -74,42 +74,54 @@ class PlannedQuotes:
         of each of `wanted`. Worked out ahead, a quote that cannot be (a spread model
         failing on its bars) is left for its tick, which fails as the feed would."""
         bars, before, ends_us = self.rows.bars, self.rows.valid_before_rows, self.rows.end_us
-        work: list[tuple[int, int, datetime, Decimal, tuple[Decimal, Decimal]]] = []
+        # Parallel lists, not a tuple each: a plan is mostly small objects already.
+        keys: list[int] = []
+        times: list[datetime] = []
+        closes: list[Decimal] = []
+        lowers: list[Decimal] = []
+        uppers: list[Decimal] = []
         for rows in wanted:
             newest = rows >> 1
             last, first = bars[newest], bars[before[newest]] if rows & 1 else None
             assert last is not None
             recent = [last] if first is None else [first, last]
             try:
-                factors = self._factors_of(self.spread.spread_bps(recent))
-                work.append((rows, newest, last.end, decimal_from_float(last.close), factors))
+                lower, upper = self._factors_of(self.spread.spread_bps(recent))
+                close = decimal_from_float(last.close)
             except (ArithmeticError, ValueError):
                 if not ahead:
                     raise
-        priced: list[tuple[int, int, datetime, Decimal, Decimal]] = []
+                continue
+            keys.append(rows)
+            times.append(last.end)
+            closes.append(close)
+            lowers.append(lower)
+            uppers.append(upper)
+        usable: list[int] = []
+        bids: list[Decimal] = []
+        asks: list[Decimal] = []
         with exact():
-            for rows, newest, at, close, (lower, upper) in work:
+            for n, close in enumerate(closes):
                 try:
-                    priced.append((rows, newest, at, close * lower, close * upper))
+                    bid, ask = close * lowers[n], close * uppers[n]
                 except ArithmeticError:
                     if not ahead:
                         raise
-        usable: list[tuple[int, int]] = []
-        prices: list[tuple[Decimal, Decimal]] = []
-        times: list[datetime] = []
-        for rows, newest, at, bid, ask in priced:
-            # check_quote's tests of a Decimal bid and ask, in its order.
-            if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
-                self._modelled[rows] = (SkipReason.INVALID_QUOTE, at, None)
-            elif bid >= ask:  # crossed, or locked (a modelled book is never locked)
-                self._modelled[rows] = (SkipReason.CROSSED_QUOTE, at, None)
-            else:
-                usable.append((rows, newest))
-                prices.append((bid, ask))
-                times.append(at)
-        quotes = Quote.unchecked_many(self.symbol, prices, times, _MODELLED)
-        for (rows, newest), quote in zip(usable, quotes, strict=True):
-            self._modelled[rows] = (quote, quote.at, ends_us[newest])
+                    continue
+                # check_quote's tests of a Decimal bid and ask, in its order.
+                if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
+                    self._modelled[keys[n]] = (SkipReason.INVALID_QUOTE, times[n], None)
+                elif bid >= ask:  # crossed, or locked (a modelled book is never locked)
+                    self._modelled[keys[n]] = (SkipReason.CROSSED_QUOTE, times[n], None)
+                else:
+                    usable.append(n)
+                    bids.append(bid)
+                    asks.append(ask)
+        at = [times[n] for n in usable]
+        quotes = Quote.unchecked_many(self.symbol, bids, asks, at, _MODELLED)
+        for n, quote in zip(usable, quotes, strict=True):
+            rows = keys[n]
+            self._modelled[rows] = (quote, quote.at, ends_us[rows >> 1])
 
     def _factors_of(self, bps: float) -> tuple[Decimal, Decimal]:
         """1 - half and 1 + half of a spread, as `modelled_quote` works them out."""
