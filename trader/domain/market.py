@@ -118,7 +118,7 @@ class QuoteSource(StrEnum):
 def _derive(quotes: Sequence[Quote]) -> None:
     """Each quote's mid and spread in bps, worked out once (under one exact context for all:
     `spread` is this, when asked for)."""
-    setattr_ = object.__setattr__
+    set_mid, set_spread_bps = Quote.__dict__["mid"].__set__, Quote.__dict__["spread_bps"].__set__
     with exact():
         mids = [(quote.bid + quote.ask) / 2 for quote in quotes]
         spreads = [
@@ -126,8 +126,8 @@ def _derive(quotes: Sequence[Quote]) -> None:
             for quote in quotes
         ]
     for quote, mid, spread in zip(quotes, mids, spreads, strict=True):
-        setattr_(quote, "mid", mid)
-        setattr_(quote, "spread_bps", None if spread is None else float(spread / mid) * 10_000)
+        set_mid(quote, mid)  # the slot's own setter: `object.__setattr__` without the lookup
+        set_spread_bps(quote, None if spread is None else float(spread / mid) * 10_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,17 +179,22 @@ class Quote:
         bid < its ask (bid = ask only when synthetic), UTC times (a replay plan's quotes:
         `trader.market.replay_plan_quotes`), made without checking again; their mids and
         spreads worked out as `__post_init__` does, all at once."""
-        new, setattr_ = object.__new__, object.__setattr__
+        # Each slot's own setter (what `object.__setattr__` finds by name, for a frozen class).
+        set_symbol, set_bid, set_ask, set_at, set_source, set_bid_size, set_ask_size = (
+            cls.__dict__[name].__set__
+            for name in ("symbol", "bid", "ask", "at", "source", "bid_size", "ask_size")
+        )
+        new = object.__new__
         quotes: list[Quote] = []
         for bid, ask, at in zip(bids, asks, times, strict=True):
             quote = new(cls)
-            setattr_(quote, "symbol", symbol)
-            setattr_(quote, "bid", bid)
-            setattr_(quote, "ask", ask)
-            setattr_(quote, "at", at)
-            setattr_(quote, "source", source)
-            setattr_(quote, "bid_size", None)
-            setattr_(quote, "ask_size", None)
+            set_symbol(quote, symbol)
+            set_bid(quote, bid)
+            set_ask(quote, ask)
+            set_at(quote, at)
+            set_source(quote, source)
+            set_bid_size(quote, None)
+            set_ask_size(quote, None)
             quotes.append(quote)
         _derive(quotes)
         return quotes

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -46,9 +46,9 @@ NO_PROBLEMS: tuple[tuple[SkipReason, int], ...] = ()
 _MICROSECOND = timedelta(microseconds=1)
 
 
-@dataclass(frozen=True, slots=True)
-class SymbolTick:
-    """What the data step does for one symbol at one tick."""
+class SymbolTick(NamedTuple):
+    """What the data step does for one symbol at one tick (a named tuple: a plan makes one
+    per symbol and tick, and this is the cheapest immutable record to make)."""
 
     added: tuple[tuple[Bar, bool], ...]  # bars joining the window, each with "a hole before"
     judged: datetime | None  # the newest row judged now (None: none judged at this tick)
@@ -90,7 +90,7 @@ def plan_replay(
             if ticks is None:
                 return None
             planned[symbol] = ticks
-        return ReplayPlan({t: i for i, t in enumerate(times)}, planned)
+        return ReplayPlan(dict(zip(times, range(len(times)), strict=True)), planned)
 
 
 class _SymbolPlanner:
@@ -139,24 +139,21 @@ class _SymbolPlanner:
         """The data step's `_extend` and quote pricing, tick after tick. What does not depend
         on the walk is worked out for every tick at once (`TickRows`): the rows closed by
         each tick, the market's newest expected bar end, the rows of the quote the feed
-        serves. The common tick (one new valid bar) takes the short way; any other
-        (the first fill, several rows, a dropped row, none) is `_judge`'s."""
+        serves (its quotes worked out ahead). The common tick (one new valid bar, the symbol
+        priced) takes the short way; any other is `_judge`'s and `_reason`'s."""
         rows, quotes, settings, bars = self.rows, self.quotes, self.settings, self.rows.bars
         at = TickRows(rows, self.calendar, self.timeframe, ticks_us)
-        capacity, step_ms, gap_before, hole_before = (
-            self.capacity, self.step_ms, self.gap_before, self.hole_before
-        )  # fmt: skip
-        needed = min(settings.min_contiguous_bars, capacity)
-        skip_gaps, add_latest = settings.gap_policy == "skip", settings.add_latest
+        capacity, gap_before, hole_before = self.capacity, self.gap_before, self.hole_before
+        needed = min(settings.min_contiguous_bars, capacity) if settings.gap_policy == "skip" else 0
         max_age_us = timedelta(seconds=settings.max_quote_age_s) // _MICROSECOND
-        ends_ms, tick_us, closed, newest_ends, quote_rows = (
-            rows.ends_as_read, ticks_us.tolist(), at.closed, at.newest_ends, at.quote_rows
+        ends_ms, tick_us, closed, newest_ends = (
+            rows.ends_as_read, ticks_us.tolist(), at.closed, at.newest_ends
         )  # fmt: skip
-        if add_latest:
-            quotes.prepare(quote_rows)
+        planned = quotes.prepare(at.quote_rows) if settings.add_latest else None
         out: list[SymbolTick] = []
-        self.state = _Window()
-        window = self.state
+        window = self.window = _Window()
+        count = contiguous = 0  # bars in the window so far, and how many of the newest in a row
+        last, last_end = -1, 0  # the newest bar's row (-1: none) and its end as the step reads it
         following = -1  # the first row not judged yet (-1: before the first fill)
         for t, now in enumerate(times):
             hi = closed[t]
@@ -164,51 +161,68 @@ class _SymbolPlanner:
             if hi == following + 1 and following >= 0 and (bar := bars[following]) is not None:
                 i = following  # the common tick: one new valid bar
                 missing = gap_before[i]
-                after_hole = window.last >= 0 and hole_before[i]
+                after_hole = last >= 0 and hole_before[i]
                 added: tuple[tuple[Bar, bool], ...] = ((bar, after_hole),)
-                window.contiguous = 1 if after_hole else window.contiguous + 1
-                window.count += 1
-                window.last, window.last_end = i, ends_ms[i]
+                contiguous = 1 if after_hole else contiguous + 1
+                count += 1
+                last, last_end = i, ends_ms[i]
                 judged: datetime | None = bar.start
                 problems = NO_PROBLEMS
                 following = hi
             elif following >= 0 and hi <= following:  # nothing new
                 added, judged, problems, missing = NO_BARS, None, NO_PROBLEMS, 0
-            else:
-                if following < 0:  # the first fill: a window's worth of bars, and some
-                    since = history_start(self.calendar, self.timeframe, now, capacity)
-                    lo, first_fill = bisect.bisect_left(self.starts, to_epoch_ms(since)), True
-                else:
-                    lo, first_fill = following, False
-                hi = max(lo, hi)
-                added, judged, problems, missing, dropped = self._judge(lo, hi, first_fill)
-                if hi > lo:
-                    following = hi
-            # Why the data step skips the symbol before pricing it, as `_extend` decides.
+            else:  # the first fill, several rows, a dropped row
+                window.count, window.contiguous, window.last = count, contiguous, last
+                lo, hi = self._rows_judged(following, hi, now)
+                added, judged, problems, missing, dropped = self._judge(lo, hi, following < 0)
+                count, contiguous, last = window.count, window.contiguous, window.last
+                last_end = ends_ms[last] if last >= 0 else 0
+                following = hi if hi > lo else following
             newest = newest_ends[t]
-            reason: SkipReason | None = None
-            if newest == NO_BAR_END:
-                reason = SkipReason.STALE_BARS
-            elif window.last < 0 or window.last_end < newest:
-                reason = SkipReason.STALE_BARS  # unless the row due was dropped just now
-                if dropped is not None:
-                    reason = dropped.get(newest - step_ms, reason)
-            elif window.count < capacity:
-                reason = SkipReason.INSUFFICIENT_HISTORY
-            elif skip_gaps and window.contiguous < needed:
-                reason = SkipReason.GAP
-            quote: Quote | SkipReason | None = None
-            when: datetime | None = None
-            if reason is None:
-                checked = (
-                    quotes.modelled(quote_rows[t]) if add_latest else quotes.synthetic(window.last)
-                )
-                quote, when, at_us = checked
-                # check_quote's last test, at this tick: a quote older than the limit is stale.
-                if at_us is not None and tick_us[t] - at_us > max_age_us:
-                    quote = SkipReason.STALE_QUOTE
-            out.append(SymbolTick(added, judged, problems, missing, reason, quote, when))
+            if last >= 0 and newest != NO_BAR_END and last_end >= newest and count >= capacity:
+                reason = SkipReason.GAP if contiguous < needed else None
+            else:
+                window.count, window.contiguous, window.last = count, contiguous, last
+                reason = self._reason(newest, last_end, dropped)
+            if reason is not None:
+                out.append(SymbolTick(added, judged, problems, missing, reason, None, None))
+                continue
+            checked = planned[t] if planned is not None else quotes.synthetic(last)
+            if checked is None:  # not worked out ahead: it fails now, as the feed would
+                checked = quotes.modelled(at.quote_rows[t])
+            quote, when, at_us = checked
+            # check_quote's last test, at this tick: a quote older than the limit is stale.
+            if at_us is not None and tick_us[t] - at_us > max_age_us:
+                quote = SkipReason.STALE_QUOTE
+            out.append(SymbolTick(added, judged, problems, missing, None, quote, when))
         return out
+
+    def _rows_judged(self, following: int, closed: int, now: datetime) -> tuple[int, int]:
+        """The rows [lo, hi) the step judges at `now` beyond the common tick's one."""
+        if following >= 0:
+            return following, max(following, closed)
+        # The first fill: a window's worth of bars, and some.
+        since = history_start(self.calendar, self.timeframe, now, self.capacity)
+        lo = bisect.bisect_left(self.starts, to_epoch_ms(since))
+        return lo, max(lo, closed)
+
+    def _reason(
+        self, newest: int, last_end: int, dropped: dict[int, SkipReason] | None
+    ) -> SkipReason | None:
+        """Why the data step skips the symbol before pricing it, as `_extend` decides."""
+        if newest == NO_BAR_END:
+            return SkipReason.STALE_BARS
+        if self.window.last < 0 or last_end < newest:
+            # The bar due is not there: dropped just now, or stale.
+            if dropped is not None:
+                return dropped.get(newest - self.step_ms, SkipReason.STALE_BARS)
+            return SkipReason.STALE_BARS
+        if self.window.count < self.capacity:
+            return SkipReason.INSUFFICIENT_HISTORY
+        if self.settings.gap_policy == "skip":
+            if self.window.contiguous < min(self.settings.min_contiguous_bars, self.capacity):
+                return SkipReason.GAP
+        return None
 
     def _judge(
         self, lo: int, hi: int, first_fill: bool
@@ -222,7 +236,7 @@ class _SymbolPlanner:
         """The rows [lo, hi) judged at one tick, as `_extend` takes them into the window:
         the bars added, the newest row judged, the rows dropped by reason, the bars missing,
         and the dropped rows by start."""
-        window, bars, hole_before = self.state, self.rows.bars, self.hole_before
+        window, bars, hole_before = self.window, self.rows.bars, self.hole_before
         added: list[tuple[Bar, bool]] = []
         dropped: dict[int, SkipReason] | None = None
         missing = 0
@@ -235,7 +249,7 @@ class _SymbolPlanner:
                 added.append((bar, after_hole))
                 window.contiguous = 1 if after_hole else window.contiguous + 1
                 window.count += 1
-                window.last, window.last_end = i, self.rows.ends_as_read[i]
+                window.last = i
             else:
                 dropped = dropped if dropped is not None else {}
                 dropped[self.starts[i]] = cast(SkipReason, self.parsed[i])
@@ -258,4 +272,3 @@ class _Window:
     count: int = 0  # bars in the window so far
     contiguous: int = 0  # ... and how many of the newest in a row
     last: int = -1  # the row of the newest bar (-1: none yet)
-    last_end: int = 0  # its end, in epoch ms as the data step reads it

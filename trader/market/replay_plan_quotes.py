@@ -57,9 +57,12 @@ class PlannedQuotes:
             found = self._synthetic[row] = (quote, quote_time(raw), usable)
         return found
 
-    def prepare(self, quote_rows: Sequence[int]) -> None:
-        """Work out at once the modelled quotes of these rows (`TickRows.quote_rows`)."""
-        self._work_out([rows for rows in dict.fromkeys(quote_rows) if rows not in self._modelled])
+    def prepare(self, quote_rows: Sequence[int]) -> list[Checked | None]:
+        """The modelled quotes of these rows (`TickRows.quote_rows`), worked out at once;
+        None for one that could not be (`modelled` then fails with the feed's error)."""
+        modelled = self._modelled
+        self._work_out([rows for rows in dict.fromkeys(quote_rows) if rows not in modelled])
+        return [modelled.get(rows) for rows in quote_rows]
 
     def modelled(self, rows: int) -> Checked:
         """The checked modelled quote of the rows `TickRows.quote_rows` names."""
