@@ -159,13 +159,13 @@ class _SymbolPlanner:
             hi = closed[t]
             dropped: dict[int, SkipReason] | None = None
             if hi == following + 1 and following >= 0 and (bar := bars[following]) is not None:
-                i = following  # the common tick: one new valid bar
-                missing = gap_before[i]
-                after_hole = last >= 0 and hole_before[i]
+                # The common tick: one new valid bar.
+                missing = gap_before[following]
+                after_hole = last >= 0 and hole_before[following]
                 added: tuple[tuple[Bar, bool], ...] = ((bar, after_hole),)
                 contiguous = 1 if after_hole else contiguous + 1
                 count += 1
-                last, last_end = i, ends_ms[i]
+                last, last_end = following, ends_ms[following]
                 judged: datetime | None = bar.start
                 problems = NO_PROBLEMS
                 following = hi
@@ -219,9 +219,9 @@ class _SymbolPlanner:
             return SkipReason.STALE_BARS
         if self.window.count < self.capacity:
             return SkipReason.INSUFFICIENT_HISTORY
-        if self.settings.gap_policy == "skip":
-            if self.window.contiguous < min(self.settings.min_contiguous_bars, self.capacity):
-                return SkipReason.GAP
+        needed = min(self.settings.min_contiguous_bars, self.capacity)
+        if self.settings.gap_policy == "skip" and self.window.contiguous < needed:
+            return SkipReason.GAP
         return None
 
     def _judge(
