@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import Decimal, getcontext
 from enum import StrEnum
 
 from trader.domain.errors import DomainError
@@ -119,15 +119,16 @@ def _derive(quotes: Sequence[Quote]) -> None:
     """Each quote's mid and spread in bps, worked out once (under one exact context for all:
     `spread` is this, when asked for)."""
     set_mid, set_spread_bps = Quote.__dict__["mid"].__set__, Quote.__dict__["spread_bps"].__set__
+    outer = getcontext()  # the spread's share of the mid is not exact: the caller's context
     with exact():
-        mids = [(quote.bid + quote.ask) / 2 for quote in quotes]
-        spreads = [
-            None if quote.source is QuoteSource.SYNTHETIC else quote.ask - quote.bid
-            for quote in quotes
-        ]
-    for quote, mid, spread in zip(quotes, mids, spreads, strict=True):
-        set_mid(quote, mid)  # the slot's own setter: `object.__setattr__` without the lookup
-        set_spread_bps(quote, None if spread is None else float(spread / mid) * 10_000)
+        for quote in quotes:
+            bid, ask = quote.bid, quote.ask
+            mid = (bid + ask) / 2
+            set_mid(quote, mid)  # the slot's own setter: `object.__setattr__` without the lookup
+            if quote.source is QuoteSource.SYNTHETIC:
+                set_spread_bps(quote, None)
+            else:
+                set_spread_bps(quote, float(outer.divide(ask - bid, mid)) * 10_000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ class PlannedQuotes:
         of each of `wanted`. Worked out ahead, a quote that cannot be (a spread model
         failing on its bars) is left for its tick, which fails as the feed would."""
         bars, before, ends_us = self.rows.bars, self.rows.valid_before_rows, self.rows.end_us
+        spread_bps, factors_of, known = self.spread.spread_bps, self._factors_of, self._factors.get
         # Parallel lists, not a tuple each: a plan is mostly small objects already.
         keys: list[int] = []
         times: list[datetime] = []
@@ -87,9 +88,9 @@ class PlannedQuotes:
             newest = rows >> 1
             last, first = bars[newest], bars[before[newest]] if rows & 1 else None
             assert last is not None
-            recent = [last] if first is None else [first, last]
             try:
-                lower, upper = self._factors_of(self.spread.spread_bps(recent))
+                bps = spread_bps([last] if first is None else [first, last])
+                lower, upper = known(bps) or factors_of(bps)
                 close = decimal_from_float(last.close)
             except (ArithmeticError, ValueError):
                 if not ahead:
@@ -103,19 +104,20 @@ class PlannedQuotes:
         usable: list[int] = []
         bids: list[Decimal] = []
         asks: list[Decimal] = []
+        modelled = self._modelled
         with exact():
-            for n, close in enumerate(closes):
+            for n, (close, lower, upper) in enumerate(zip(closes, lowers, uppers, strict=True)):
                 try:
-                    bid, ask = close * lowers[n], close * uppers[n]
+                    bid, ask = close * lower, close * upper
                 except ArithmeticError:
                     if not ahead:
                         raise
                     continue
                 # check_quote's tests of a Decimal bid and ask, in its order.
                 if not (bid.is_finite() and bid > 0 and ask.is_finite() and ask > 0):
-                    self._modelled[keys[n]] = (SkipReason.INVALID_QUOTE, times[n], None)
+                    modelled[keys[n]] = (SkipReason.INVALID_QUOTE, times[n], None)
                 elif bid >= ask:  # crossed, or locked (a modelled book is never locked)
-                    self._modelled[keys[n]] = (SkipReason.CROSSED_QUOTE, times[n], None)
+                    modelled[keys[n]] = (SkipReason.CROSSED_QUOTE, times[n], None)
                 else:
                     usable.append(n)
                     bids.append(bid)
@@ -124,7 +126,7 @@ class PlannedQuotes:
         quotes = Quote.unchecked_many(self.symbol, bids, asks, at, _MODELLED)
         for n, quote in zip(usable, quotes, strict=True):
             rows = keys[n]
-            self._modelled[rows] = (quote, quote.at, ends_us[rows >> 1])
+            modelled[rows] = (quote, quote.at, ends_us[rows >> 1])
 
     def _factors_of(self, bps: float) -> tuple[Decimal, Decimal]:
         """1 - half and 1 + half of a spread, as `modelled_quote` works them out."""
