@@ -78,6 +78,7 @@ class PlannedQuotes:
         failing on its bars) is left for its tick, which fails as the feed would."""
         bars, before, ends_us = self.rows.bars, self.rows.valid_before_rows, self.rows.end_us
         spread_bps, factors_of, known = self.spread.spread_bps, self._factors_of, self._factors.get
+        decimals: dict[float, Decimal] = {}
         # Parallel lists, not a tuple each: a plan is mostly small objects already.
         keys: list[int] = []
         times: list[datetime] = []
@@ -91,7 +92,9 @@ class PlannedQuotes:
             try:
                 bps = spread_bps([last] if first is None else [first, last])
                 lower, upper = known(bps) or factors_of(bps)
-                close = decimal_from_float(last.close)
+                close = decimals.get(last.close) or decimals.setdefault(
+                    last.close, decimal_from_float(last.close)
+                )  # prices repeat (a price grid): each converted once
             except (ArithmeticError, ValueError):
                 if not ahead:
                     raise
