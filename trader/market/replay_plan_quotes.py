@@ -10,8 +10,8 @@ the age test depends on the tick, and stays with the walk.
 A modelled quote is worked out here step for step as `modelled_quote` and `check_quote` do it,
 without the `RawQuote` in between and with each distinct spread converted once: that is most
 of the plan's cost otherwise. `tests/unit/market/test_replay_plan.py` holds every quote of
-its recordings, mid and spread included, to `check_quote(modelled_quote(...))`.
-"""
+its recordings, mid and spread included, to the data step's own (the feed's
+`modelled_quote` checked by `check_quote`)."""
 
 from __future__ import annotations
 

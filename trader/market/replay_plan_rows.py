@@ -22,7 +22,7 @@ from trader.market.calendars.units import Int64s
 from trader.market.hygiene import SkipReason
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
+MICROSECOND = timedelta(microseconds=1)
 QUOTE_ROWS = 3  # the feed's quote reads the last valid closed bars among the newest 3 rows
 
 
@@ -43,7 +43,7 @@ def collector_paused() -> Iterator[None]:
 
 def epoch_us(at: datetime) -> int:
     """An aware time as whole microseconds since the epoch (exact)."""
-    return (at - _EPOCH) // _MICROSECOND
+    return (at - _EPOCH) // MICROSECOND
 
 
 def ms_as_read(times_us: Int64s) -> Int64s:
