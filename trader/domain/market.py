@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import Decimal, getcontext
 from enum import StrEnum
 
 from trader.domain.errors import DomainError
@@ -114,6 +115,22 @@ class QuoteSource(StrEnum):
     SYNTHETIC = "synthetic"
 
 
+def _derive(quotes: Sequence[Quote]) -> None:
+    """Each quote's mid and spread in bps, worked out once (under one exact context for all:
+    `spread` is this, when asked for)."""
+    set_mid, set_spread_bps = Quote.__dict__["mid"].__set__, Quote.__dict__["spread_bps"].__set__
+    outer = getcontext()  # the spread's share of the mid is not exact: the caller's context
+    with exact():
+        for quote in quotes:
+            bid, ask = quote.bid, quote.ask
+            mid = (bid + ask) / 2
+            set_mid(quote, mid)  # the slot's own setter: `object.__setattr__` without the lookup
+            if quote.source is QuoteSource.SYNTHETIC:
+                set_spread_bps(quote, None)
+            else:
+                set_spread_bps(quote, float(outer.divide(ask - bid, mid)) * 10_000)
+
+
 @dataclass(frozen=True, slots=True)
 class Quote:
     """Top of the book at `at` (the exchange's timestamp for it)."""
@@ -147,14 +164,41 @@ class Quote:
                 if size < 0:
                     raise DomainError(f"{name} must not be negative, got {size}")
                 object.__setattr__(self, name, size)
-        synthetic = self.source is QuoteSource.SYNTHETIC
-        with exact():  # one context for both (`spread` is this, when asked for)
-            mid = (self.bid + self.ask) / 2
-            spread = None if synthetic else self.ask - self.bid
-        object.__setattr__(self, "mid", mid)
-        object.__setattr__(
-            self, "spread_bps", None if spread is None else float(spread / mid) * 10_000
+        _derive((self,))
+
+    @classmethod
+    def unchecked_many(
+        cls,
+        symbol: str,
+        bids: Sequence[Decimal],
+        asks: Sequence[Decimal],
+        times: Sequence[datetime],
+        source: QuoteSource,
+    ) -> list[Quote]:
+        """Quotes (no sizes) of one symbol whose every field their caller has checked as
+        `__post_init__` would: a checked symbol, finite positive Decimal bids and asks, each
+        bid < its ask (bid = ask only when synthetic), UTC times (a replay plan's quotes:
+        `trader.market.replay_plan_quotes`), made without checking again; their mids and
+        spreads worked out as `__post_init__` does, all at once."""
+        # Each slot's own setter (what `object.__setattr__` finds by name, for a frozen class).
+        set_symbol, set_bid, set_ask, set_at, set_source, set_bid_size, set_ask_size = (
+            cls.__dict__[name].__set__
+            for name in ("symbol", "bid", "ask", "at", "source", "bid_size", "ask_size")
         )
+        new = object.__new__
+        quotes: list[Quote] = []
+        for bid, ask, at in zip(bids, asks, times, strict=True):
+            quote = new(cls)
+            set_symbol(quote, symbol)
+            set_bid(quote, bid)
+            set_ask(quote, ask)
+            set_at(quote, at)
+            set_source(quote, source)
+            set_bid_size(quote, None)
+            set_ask_size(quote, None)
+            quotes.append(quote)
+        _derive(quotes)
+        return quotes
 
     @classmethod
     def synthetic(cls, symbol: str, last_close: Decimal, at: datetime) -> Quote:

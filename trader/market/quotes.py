@@ -15,7 +15,7 @@ from typing import Protocol
 from trader.domain import Bar, QuoteSource, decimal_from_float, exact
 from trader.market.hygiene import RawQuote
 
-_HALF_BPS = Decimal(20_000)  # a half-spread in bps is this share of the price
+HALF_BPS = Decimal(20_000)  # a half-spread in bps is this share of the price
 
 SYNTHETIC_NOTICE = "Populating synthetic bid/ask (ADD_LATEST=False)"
 
@@ -62,7 +62,7 @@ def modelled_quote(recent: Sequence[Bar], model: SpreadModel) -> RawQuote:
     """A quote around the last close, stamped at that bar's close."""
     last = recent[-1]
     close = decimal_from_float(last.close)
-    half = decimal_from_float(model.spread_bps(recent)) / _HALF_BPS
+    half = decimal_from_float(model.spread_bps(recent)) / HALF_BPS
     with exact():
         bid, ask = close * (1 - half), close * (1 + half)
     return RawQuote(bid, ask, last.end, last.end, source=QuoteSource.MODELLED)

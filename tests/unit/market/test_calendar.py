@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from trader.domain import Timeframe, from_epoch_ms
 from trader.market.calendars.bars_per_year import BarsPerYear
-from trader.market.calendars.calendar import CalendarRangeError, TradingCalendar
+from trader.market.calendars.calendar import NO_BAR_END, CalendarRangeError, TradingCalendar
 from trader.market.calendars.registry import build_calendar
 
 M1, M5, H1, D1, W1 = (Timeframe(t) for t in ("1m", "5m", "1h", "1d", "1w"))
@@ -112,6 +112,8 @@ def test_bar_ends_step_over_breaks_and_weekends() -> None:
     assert calendar.last_bar_end(M5, jan(1, 4)) == jan(1, 3, 30)
     assert calendar.last_bar_end(M5, jan(6, 12)) == jan(5, 7)
     assert calendar.last_bar_end(M5, jan(1, 1, 34)) is None  # no bar of the span ended yet
+    times = [jan(1, 4), jan(6, 12), jan(1, 1, 34)]
+    assert calendar.last_bar_ends(M5, times).tolist() == [jan(1, 3, 30), jan(5, 7), NO_BAR_END]
     # The last n bars ending by Tuesday 01:40: 01:35 (n=1), 01:30, then Monday's last.
     assert calendar.bar_start_before(M5, jan(2, 1, 40), 1) == jan(2, 1, 35)
     assert calendar.bar_start_before(M5, jan(2, 1, 40), 2) == jan(2, 1, 30)
@@ -314,6 +316,11 @@ def test_every_method_agrees_with_brute_force(anchor: str, text: str, which: str
         else:
             with pytest.raises(CalendarRangeError):
                 calendar.bar_end_after(timeframe, a, n)
+    # Vectorised, as one by one (`NO_BAR_END` for None).
+    one_by_one = [calendar.last_bar_end(timeframe, a) for a in times]
+    want = [NO_BAR_END if end is None else end for end in one_by_one]
+    assert calendar.last_bar_ends(timeframe, times).tolist() == want
+    assert calendar.last_bar_ends(timeframe, []).tolist() == []
 
 
 # -- annualisation -----------------------------------------------------------------------------
@@ -405,6 +412,10 @@ def test_continuous_arithmetic_agrees_with_brute_force(
     following = brute_grid(timeframe, a - step, a + (n + 1) * step)
     assert always.next_bar_end(timeframe, a) == next(g + step for g in following if g + step > a)
     assert always.last_bar_end(timeframe, a) == [g + step for g in before if g + step <= a][-1]
+    assert always.last_bar_ends(timeframe, [a, b]).tolist() == [
+        always.last_bar_end(timeframe, a),
+        always.last_bar_end(timeframe, b),
+    ]
     assert always.bar_start_before(timeframe, a, n) == [g for g in before if g + step <= a][-n]
     assert always.bar_end_after(timeframe, a, n) == [g for g in following if g >= a][n - 1] + step
     assert always.session_ms_between(a, b) == b - a

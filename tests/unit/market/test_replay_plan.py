@@ -12,20 +12,25 @@ import asyncio
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import backtesting
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.clock import SimulatedClock
 from trader.config.schema import Settings
-from trader.domain import Instrument
+from trader.domain import Instrument, from_epoch_ms, to_epoch_ms
 from trader.market.planned_step import PlannedDataStep
 from trader.market.replay import Recording, ReplayMarketData, read_recording
 from trader.market.replay_calendars import replay_calendars
 from trader.market.replay_plan import plan_replay
+from trader.market.replay_plan_rows import epoch_us, ms_as_read
 from trader.market.step import MarketDataStep
 from trader.runner import replay_settings, spread_model, tick_times
 
@@ -67,15 +72,16 @@ def shifted_fx(onto_ms: int, rows: slice) -> Recording:
 
 
 async def compare(
-    recordings: Mapping[str, Recording], first: int = 0, **market: object
+    recordings: Mapping[str, Recording], first: int = 0, stride: int = 1, **market: object
 ) -> dict[str, int]:
     """Both steps over the replay's ticks from the `first`-th (a backtest's --from: the first
-    window fills from the bars before it); the skips of the planned one, by reason."""
+    window fills from the bars before it), every `stride`-th (several bars close at each);
+    the skips of the planned one, by reason."""
     values = {"context_bars": CONTEXT, "min_contiguous_bars": 12}
     whole = replay_settings(Settings(market=values | market), recordings)
     settings, spread = whole.market, spread_model(whole)
     replay = replay_calendars(settings, recordings)
-    times = tick_times(replay.recordings, CONTEXT, replay.calendars)[first:]
+    times = tick_times(replay.recordings, CONTEXT, replay.calendars)[first::stride]
     plan = plan_replay(replay.recordings, replay.calendars, settings, spread, times)
     assert plan is not None
     clock = SimulatedClock(times[0])
@@ -89,6 +95,13 @@ async def compare(
         await clock.sleep_until(at)
         want, got = await real.run(at), await planned.run(at)
         assert got == want, f"tick {at}"
+        for symbol, data in want.ready.items():  # the quotes' every value, as written too
+            mine, theirs = got.ready[symbol].quote, data.quote
+            assert (repr(mine), mine.mid.as_tuple(), mine.spread_bps) == (
+                repr(theirs),
+                theirs.mid.as_tuple(),
+                theirs.spread_bps,
+            )
         for symbol, window in real.windows.items():
             mine = planned.windows[symbol]
             assert mine.snapshot() == window.snapshot(), f"{symbol} window at {at}"
@@ -100,8 +113,10 @@ async def compare(
     return {str(k): v for k, v in planned.skips.counts.items()}
 
 
-def run(recordings: Mapping[str, Recording], first: int = 0, **market: object) -> dict[str, int]:
-    return asyncio.run(compare(recordings, first, **market))
+def run(
+    recordings: Mapping[str, Recording], first: int = 0, stride: int = 1, **market: object
+) -> dict[str, int]:
+    return asyncio.run(compare(recordings, first, stride, **market))
 
 
 @pytest.mark.parametrize("policy", ["skip", "bridge"])
@@ -132,6 +147,32 @@ def test_a_stock_on_trading_days_and_fx_beside_crypto():
     assert skips["stale_quote"] > 24
 
 
-def test_synthetic_and_locked_quotes():
+def test_synthetic_locked_and_invalid_quotes():
     run({"SOL/USDT": broken(sol())}, add_latest=False)
     assert run({"SOL/USDT": sol(slice(0, 200))}, replay_spread_bps=0.0)["crossed_quote"] > 0
+    # A spread of 100% or more: a bid of zero or below.
+    assert run({"SOL/USDT": sol(slice(0, 120))}, replay_spread_bps=2e4)["invalid_quote"] > 0
+
+
+@pytest.mark.parametrize("first", [0, 1, 2])
+def test_several_bars_closing_at_one_tick(first):
+    """Every third tick: three rows judged at once, a bad one among them or the newest (the
+    offsets put each bad row of `broken` in each place), holes inside a tick's rows."""
+    skips = run({"SOL/USDT": broken(sol())}, first=first, stride=3)
+    assert skips["missing_bar"] == 4
+    xshg = read_recording(XSHG_600977_5MIN, "600977/CNY")
+    rows = list(xshg.rows[:400])
+    del rows[300]
+    rows[301] = (*rows[301][:4], math.nan, *rows[301][5:])  # a hole, then a bad row
+    run({"600977/CNY": replace(xshg, rows=rows)}, first=first, stride=5)  # over lunch too
+
+
+@given(st.integers(-(10**15), 4 * 10**15))
+def test_times_in_bulk_are_read_as_one_by_one(us):
+    """The walk's times in bulk: a datetime's epoch microseconds, and `to_epoch_ms` of it
+    (through a float timestamp: a whole millisecond can read as the one before)."""
+    at = from_epoch_ms(0) + timedelta(microseconds=us)
+    assert epoch_us(at) == us
+    assert ms_as_read(np.array([us], dtype=np.int64)).tolist() == [to_epoch_ms(at)]
+    whole = us // 1000 * 1000  # a bar's start or end
+    assert ms_as_read(np.array([whole])).tolist() == [to_epoch_ms(from_epoch_ms(whole // 1000))]

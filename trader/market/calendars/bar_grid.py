@@ -29,6 +29,7 @@ class BarStarts(Protocol):
     def below(self, x: int) -> int: ...
     def below_many(self, x: Int64s) -> Int64s: ...
     def at(self, k: int) -> int: ...
+    def at_many(self, k: Int64s) -> Int64s: ...
     def take(self, lo: int, hi: int) -> Int64s: ...
 
 
@@ -50,6 +51,9 @@ class Lattice:
 
     def at(self, k: int) -> int:
         return self.phase + k * self.step
+
+    def at_many(self, k: Int64s) -> Int64s:
+        return (self.phase + k * self.step).astype(np.int64)
 
     def take(self, lo: int, hi: int) -> Int64s:
         return self.phase + np.arange(lo, hi, dtype=np.int64) * self.step
@@ -88,6 +92,11 @@ class Runs:
     def at(self, k: int) -> int:
         i = bisect_right(self._before, k) - 1
         return int(self._first[i] + (k - self._before[i]) * self.step)
+
+    def at_many(self, k: Int64s) -> Int64s:
+        """`at` of each index (each in 0 .. total - 1)."""
+        i = np.searchsorted(self.before, k, "right") - 1
+        return (self.first[i] + (k - self.before[i]) * self.step).astype(np.int64)
 
     def take(self, lo: int, hi: int) -> Int64s:
         index = np.arange(lo, hi, dtype=np.int64)

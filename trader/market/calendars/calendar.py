@@ -17,6 +17,9 @@ from trader.market.calendars.bars_per_year import BarsPerYear, bars_per_year
 from trader.market.calendars.trading_time import TradingTime
 from trader.market.calendars.units import DAY_MS, Anchor, Int64s, iso
 
+# `last_bar_ends` where `last_bar_end` is None (no bar of the span has ended by then).
+NO_BAR_END = np.iinfo(np.int64).min
+
 
 class CalendarRangeError(ValueError):
     """A time outside the span the calendar was built for."""
@@ -254,6 +257,21 @@ class TradingCalendar:
         if grid.bounded and k < 0:
             return None
         return grid.at(k) + grid.step
+
+    def last_bar_ends(self, timeframe: Timeframe, at_ms: ArrayLike) -> Int64s:
+        """`last_bar_end` of each time (vectorised), `NO_BAR_END` where it is None."""
+        times = np.asarray(at_ms, dtype=np.int64)
+        if times.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        self._need(int(times.min()), int(times.max()))
+        grid = self._grid(timeframe)
+        k = grid.below_many(times - grid.step + 1) - 1
+        if not grid.bounded:
+            return grid.at_many(k) + grid.step
+        if grid.total == 0:
+            return np.full(times.shape, NO_BAR_END, dtype=np.int64)
+        ends = grid.at_many(np.maximum(k, 0)) + grid.step
+        return np.where(k < 0, NO_BAR_END, ends).astype(np.int64)
 
     def bar_start_before(self, timeframe: Timeframe, end_ms: int, n: int) -> int:
         """Start of the n-th expected bar counting back from the last one ending <= `end_ms`
