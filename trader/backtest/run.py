@@ -184,9 +184,9 @@ async def _run(
             folder = ledgers or Path(scratch)
             folder.mkdir(parents=True, exist_ok=True)
             if plan is not None:
-                replayed = Replay(replay, times, plan)
+                simulations = _Simulations(settings, Replay(replay, times, plan), cached, folder)
                 runs = await _simulate_all(
-                    settings, replayed, cached, strategies, folder, jobs, progress,
+                    simulations, strategies, jobs, progress,
                     lambda: _forecasts(result, cached, wanted),
                 )  # fmt: skip
             else:  # or a calendar that does not cover its data: as the daemon replays
@@ -219,73 +219,73 @@ def _closes(windows: Mapping[str, SymbolWindows]) -> dict[str, dict[int, float]]
     return {s: {epoch_ms(b): b.close for b in w.bars if b is not None} for s, w in windows.items()}
 
 
+Meanwhile = Callable[[], object]  # work for this process while strategies run
+
+
+@dataclass(frozen=True)
+class _Simulations:
+    """What every strategy's run of a backtest shares: each is `session.simulate` of it."""
+
+    settings: Settings
+    replay: Replay
+    cached: Sequence[CachedForecaster]
+    folder: Path  # where each writes its ledger
+
+    async def run(self, strategy: str, progress: bool | None) -> StrategyRun:
+        ledger = self.folder / _ledger_name(strategy)
+        return await simulate(
+            self.settings, self.replay, self.cached, strategy, ledger, progress=progress
+        )
+
+    def side_by_side(
+        self, strategies: Sequence[str], jobs: int, progress: bool | None, meanwhile: Meanwhile
+    ) -> dict[str, StrategyRun]:
+        """Each strategy's run in a forked worker, `jobs` at a time (`side_by_side`)."""
+        cached = self.cached
+
+        def task(strategy: str) -> Callable[[], tuple[StrategyRun, list[int]]]:
+            def run() -> tuple[StrategyRun, list[int]]:
+                before = [c.use.live for c in cached]
+                done = asyncio.run(self.run(strategy, progress=False))
+                return done, [c.use.live - b for c, b in zip(cached, before, strict=True)]
+
+            return run
+
+        bar = tqdm(
+            total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)",
+            leave=False, disable=None if progress is None else not progress,
+        )  # fmt: skip
+        with bar:
+            done = run_side_by_side(
+                [task(s) for s in strategies], jobs, while_waiting=meanwhile,
+                on_done=lambda _: bar.update(1),
+            )  # fmt: skip
+        for _, live in done:  # forecasts the workers' runs had to make (none when all cached)
+            for forecaster, count in zip(cached, live, strict=True):
+                forecaster.use.live += count
+        return {s: run for s, (run, _) in zip(strategies, done, strict=True)}
+
+
 async def _simulate_all(
-    settings: Settings,
-    replay: Replay,
-    cached: Sequence[CachedForecaster],
+    runs: _Simulations,
     strategies: Sequence[str],
-    folder: Path,
     jobs: int,
     progress: bool | None,
-    meanwhile: Callable[[], object],
+    meanwhile: Meanwhile,
 ) -> dict[str, StrategyRun]:
     """Every strategy's run: side by side in `jobs` forked workers where it can, else one
     after the other here; `meanwhile` is done here either way (while the workers run)."""
     wanted = jobs > 1 and len(strategies) > 1
     refusal = fork_refusal() if wanted else None
     if wanted and refusal is None:
-        return _side_by_side(
-            settings, replay, cached, strategies, folder, jobs, progress, meanwhile
-        )
+        return runs.side_by_side(strategies, jobs, progress, meanwhile)
     if refusal is not None:
         get_logger("trader.backtest").warning(
             "strategies run one after the other", asked_jobs=jobs, because=refusal
         )
-    runs = {}
-    for strategy in strategies:
-        runs[strategy] = await simulate(
-            settings, replay, cached, strategy, folder / _ledger_name(strategy), progress=progress
-        )
+    done = {strategy: await runs.run(strategy, progress) for strategy in strategies}
     meanwhile()
-    return runs
-
-
-def _side_by_side(
-    settings: Settings,
-    replay: Replay,
-    cached: Sequence[CachedForecaster],
-    strategies: Sequence[str],
-    folder: Path,
-    jobs: int,
-    progress: bool | None,
-    meanwhile: Callable[[], object],
-) -> dict[str, StrategyRun]:
-    def task(strategy: str) -> Callable[[], tuple[StrategyRun, list[int]]]:
-        def run() -> tuple[StrategyRun, list[int]]:
-            before = [c.use.live for c in cached]
-            done = asyncio.run(
-                simulate(
-                    settings, replay, cached, strategy, folder / _ledger_name(strategy),
-                    progress=False,
-                )
-            )  # fmt: skip
-            return done, [c.use.live - b for c, b in zip(cached, before, strict=True)]
-
-        return run
-
-    bar = tqdm(
-        total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)", leave=False,
-        disable=None if progress is None else not progress,
-    )  # fmt: skip
-    with bar:
-        done = run_side_by_side(
-            [task(s) for s in strategies], jobs, while_waiting=meanwhile,
-            on_done=lambda _: bar.update(1),
-        )  # fmt: skip
-    for _, live in done:  # forecasts the workers' runs had to make (none, when all cached)
-        for forecaster, count in zip(cached, live, strict=True):
-            forecaster.use.live += count
-    return {s: run for s, (run, _) in zip(strategies, done, strict=True)}
+    return done
 
 
 def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: SpreadModel) -> None:

@@ -37,6 +37,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from trader.config.market_settings import MarketSettings
+from trader.cycle_collector import collector_paused
 from trader.domain import Bar, Quote, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.market.calendars.calendar import NO_BAR_END, TradingCalendar
 from trader.market.calendars.units import Int64s
@@ -48,7 +49,6 @@ from trader.market.replay_plan_rows import (
     MICROSECOND,
     PlannedRows,
     TickRows,
-    collector_paused,
     epoch_us,
 )
 from trader.market.step import history_start

@@ -9,9 +9,7 @@ timestamp, which can land one below a whole millisecond).
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -24,21 +22,6 @@ from trader.market.hygiene import SkipReason
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MICROSECOND = timedelta(microseconds=1)
 QUOTE_ROWS = 3  # the feed's quote reads the last valid closed bars among the newest 3 rows
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a while (as it was after): a plan is
-    hundreds of thousands of small objects that hold no cycle, and while they pile up the
-    collector would scan the whole heap again and again (a third of a plan's time)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def epoch_us(at: datetime) -> int:
