@@ -61,6 +61,12 @@ class _Child(Generic[T]):
             self.process.start()
         send.close()  # the child's end: EOF here once the child has gone
 
+    def stop(self) -> None:
+        """End the worker, its run unfinished."""
+        self.process.terminate()
+        self.process.join()
+        self.receive.close()
+
     def result(self) -> T:
         try:
             kind, payload = self.receive.recv()
@@ -117,21 +123,25 @@ def run_side_by_side(
             child = _Child(*queue.pop(0))
             running[child.receive] = child
 
-    start()
-    if while_waiting is not None:
-        while_waiting()
-    while running:
-        for ready in wait(list(running)):
-            child = running.pop(cast(Connection, ready))  # the pipes were all it waited on
-            try:
-                results[child.index] = child.result()
-            except BaseException as error:  # raised once the children running have ended
-                failures.append(error)
-                queue.clear()  # start nothing more
-            else:
-                if on_done is not None:
-                    on_done(child.index)
+    try:
         start()
+        if while_waiting is not None:
+            while_waiting()
+        while running:
+            for ready in wait(list(running)):
+                child = running.pop(cast(Connection, ready))  # the pipes were all it waited on
+                try:
+                    results[child.index] = child.result()
+                except BaseException as error:  # raised once the children running have ended
+                    failures.append(error)
+                    queue.clear()  # start nothing more
+                else:
+                    if on_done is not None:
+                        on_done(child.index)
+            start()
+    finally:  # this process failed or was interrupted: no worker outlives it
+        for child in running.values():
+            child.stop()
     if failures:
         raise failures[0]
     return [results[i] for i in range(len(tasks))]

@@ -55,3 +55,29 @@ def test_a_worker_that_dies_is_reported():
 def test_a_result_that_cannot_be_sent_back_is_reported():
     with pytest.raises(ChildFailed, match="could not be sent back"):
         run_side_by_side([lambda: lambda: None], 1)
+
+
+def test_no_worker_outlives_a_failure_here(tmp_path):
+    """Work done here while the workers run fails: the workers are ended, not left running."""
+    pids = tmp_path / "pids"
+
+    def slow() -> None:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(60)
+
+    def started() -> int:
+        return len(pids.read_text().split()) if pids.exists() else 0
+
+    def fails_here() -> None:
+        while started() < 2:
+            time.sleep(0.01)
+        raise RuntimeError("the quality section failed")
+
+    began = time.monotonic()
+    with pytest.raises(RuntimeError, match="quality section"):
+        run_side_by_side([slow, slow], 2, while_waiting=fails_here)
+    assert time.monotonic() - began < 30
+    for pid in map(int, pids.read_text().split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
