@@ -136,78 +136,62 @@ async def run_backtest(
     keeps it for its next runs). `jobs`: strategies run side by side in that many worker
     processes (`side_by_side`), with the same figures."""
     with collector_paused():  # many objects, no cycles: see trader.cycle_collector
-        return await _run(
-            settings, recordings, strategies, period, forecasters, ledgers, progress,
-            reference, shared, jobs,
-        )  # fmt: skip
-
-
-async def _run(
-    settings: Settings,
-    recordings: Mapping[str, Recording],
-    strategies: Sequence[str],
-    period: Period,
-    forecasters: Sequence[Forecaster] | None,
-    ledgers: Path | None,
-    progress: bool | None,
-    reference: bool,
-    shared: tuple[Prepared, Sequence[CachedForecaster]] | None,
-    jobs: int,
-) -> Backtest:
-    log = get_logger("trader.backtest")
-    if shared is None:
-        ready = prepare(settings, recordings, period)
-        settings = ready.settings
-    else:
-        ready = shared[0]
-        settings = replay_settings(settings, recordings)
-    replay, times, windows = ready.replay, ready.times, ready.windows
-    result = Backtest(
-        settings, [r.path for r in replay.recordings.values()], ready.ticks_ms,
-        ready.annualisation, notes=ready.notes, warnings=ready.warnings,
-    )  # fmt: skip
-    if not strategies:  # buy-and-hold only: no model, no engine
-        _score(result, windows, spread_model(settings))
-        return result
-    result.closes = _closes(windows)  # the quality section's, made while strategies run
-    cache = ForecastCache(settings.backtest.cache_dir)
-    try:
-        began = time.perf_counter()
+        log = get_logger("trader.backtest")
         if shared is None:
-            models = list(forecasters) if forecasters is not None else forecasters_for(settings)
-            cached, wanted = forecast_all(ready, models, cache, progress)
+            ready = prepare(settings, recordings, period)
+            settings = ready.settings
         else:
-            cached, wanted = list(shared[1]), ready.wanted()
-        result.forecast_seconds = time.perf_counter() - began
-        plan = None if reference else ready.plan
-        with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
-            folder = ledgers or Path(scratch)
-            folder.mkdir(parents=True, exist_ok=True)
-            if plan is not None:
-                simulations = _Simulations(settings, Replay(replay, times, plan), cached, folder)
-                runs = await _simulate_all(
-                    simulations, strategies, jobs, progress,
-                    lambda: _forecasts(result, cached, wanted),
-                )  # fmt: skip
-            else:  # or a calendar that does not cover its data: as the daemon replays
-                runs = {}
-                for strategy in strategies:
-                    runs[strategy] = await replay_strategy(
-                        settings, replay, cached, strategy, folder / _ledger_name(strategy),
-                        begin=times[0], end=times[-1], ticks=len(times), progress=progress,
+            ready = shared[0]
+            settings = replay_settings(settings, recordings)
+        replay, times, windows = ready.replay, ready.times, ready.windows
+        result = Backtest(
+            settings, [r.path for r in replay.recordings.values()], ready.ticks_ms,
+            ready.annualisation, notes=ready.notes, warnings=ready.warnings,
+        )  # fmt: skip
+        result.closes = _closes(windows)  # the quality section's too, made while strategies run
+        if not strategies:  # buy-and-hold only: no model, no engine
+            _score(result, windows, spread_model(settings))
+            return result
+        cache = ForecastCache(settings.backtest.cache_dir)
+        try:
+            began = time.perf_counter()
+            if shared is None:
+                models = list(forecasters) if forecasters is not None else forecasters_for(settings)
+                cached, wanted = forecast_all(ready, models, cache, progress)
+            else:
+                cached, wanted = list(shared[1]), ready.wanted()
+            result.forecast_seconds = time.perf_counter() - began
+            plan = None if reference else ready.plan
+            with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
+                folder = ledgers or Path(scratch)
+                folder.mkdir(parents=True, exist_ok=True)
+                if plan is not None:
+                    simulations = _Simulations(
+                        settings, Replay(replay, times, plan), cached, folder
+                    )
+                    runs = await _simulate_all(
+                        simulations, strategies, jobs, progress,
+                        lambda: _forecasts(result, cached, wanted),
                     )  # fmt: skip
-                _forecasts(result, cached, wanted)
-            for strategy in strategies:
-                run = result.runs[strategy] = runs[strategy]
-                log.info(
-                    "strategy done", strategy=strategy, seconds=round(run.seconds, 1),
-                    fills=len(run.fills),
-                )  # fmt: skip
-        result.cache = [c.use for c in cached]
-        _score(result, windows, spread_model(settings))
-    finally:
-        cache.close()
-    return result
+                else:  # or a calendar that does not cover its data: as the daemon replays
+                    runs = {}
+                    for strategy in strategies:
+                        runs[strategy] = await replay_strategy(
+                            settings, replay, cached, strategy, folder / _ledger_name(strategy),
+                            begin=times[0], end=times[-1], ticks=len(times), progress=progress,
+                        )  # fmt: skip
+                    _forecasts(result, cached, wanted)
+                for strategy in strategies:
+                    run = result.runs[strategy] = runs[strategy]
+                    log.info(
+                        "strategy done", strategy=strategy, seconds=round(run.seconds, 1),
+                        fills=len(run.fills),
+                    )  # fmt: skip
+            result.cache = [c.use for c in cached]
+            _score(result, windows, spread_model(settings))
+        finally:
+            cache.close()
+        return result
 
 
 def _ledger_name(strategy: str) -> str:
@@ -298,7 +282,6 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
     rf = settings.backtest.risk_free_rate
     ticks = result.ticks_ms
     marks = {s: _Marks(w, spread) for s, w in windows.items()}
-    result.closes = _closes(windows)
     closes = {s: m.at(ticks) for s, m in marks.items()}
     exits = {s: ExitCosts(m.half_spread(int(ticks[-1])), slippage, fee) for s, m in marks.items()}
     cash = float(broker.starting_cash)
