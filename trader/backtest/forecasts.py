@@ -82,14 +82,30 @@ class CachedForecaster:
         return self.model.compile_stats
 
     def window_for(self, request: ForecastRequest) -> Window | None:
-        windows = self.windows.get(request.symbol)
         bars = request.bars
-        if windows is None or len(bars) != windows.context:
+        if not bars:
             return None
-        window = windows.by_end.get(epoch_ms(bars[-1]))
-        if window is None or not _same(windows.bars[window.first], bars[0]):
+        return self._window(request.symbol, bars[0], bars[-1], len(bars))
+
+    def _window(self, symbol: str, first: Bar, last: Bar, length: int) -> Window | None:
+        """The cached window of `symbol` whose bars are the engine's (`length` bars, from
+        `first` to `last`), if there is one."""
+        windows = self.windows.get(symbol)
+        if windows is None or length != windows.context:
             return None
-        return window if _same(windows.bars[window.last], bars[-1]) else None
+        window = windows.by_end.get(epoch_ms(last))
+        if window is None or not _same(windows.bars[window.first], first):
+            return None
+        return window if _same(windows.bars[window.last], last) else None
+
+    def served(
+        self, symbol: str, first: Bar, last: Bar, length: int, horizon: int
+    ) -> Forecast | None:
+        """The forecast `forecast` answers for that window and horizon from the cache (None:
+        it would ask the model), without a request."""
+        window = self._window(symbol, first, last, length)
+        found = self._read(window) if window is not None else None
+        return found if found is not None and found.steps == horizon else None
 
     def cached(self, symbol: str, end_ms: int) -> Forecast | None:
         """The cached forecast for the window closing at `end_ms`, if there is one."""

@@ -37,6 +37,7 @@ from trader.backtest.simulate import (
     remove_ledger,
     strategy_settings,
 )
+from trader.backtest.stretch import QuietStretch
 from trader.config.schema import Settings
 from trader.cycle_collector import collector_paused
 from trader.domain import to_epoch_ms
@@ -140,10 +141,16 @@ async def simulate(
             hooks=record, inference=InlineExecutor(), halt_policy=settings.backtest.on_halt,
             calendars=venue.calendars, market=market, quiet_ticks=True,
         )  # fmt: skip
+        stretch = QuietStretch.of(engine)
         with bar, collector_paused():
             try:
-                for at in times:
-                    await engine.tick(at)
+                i = 0
+                while i < len(times):
+                    booked = await stretch.run(times, i) if stretch is not None else 0
+                    if not booked:
+                        await engine.tick(times[i])
+                        booked = 1
+                    i += booked
             finally:
                 engine.close()
         await market.save_bars()

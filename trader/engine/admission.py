@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from structlog.typing import FilteringBoundLogger
 
+from trader.domain import Quote
 from trader.engine.planning import Book, Intent
 from trader.engine.report import TickReport
 from trader.market.step import SymbolData
@@ -55,14 +56,29 @@ class Admission:
         reconciled: bool,
     ) -> Verdict:
         """The verdict on the intent's order, with nothing recorded (`admit` records it)."""
+        return self.judge_at(
+            intent, symbol_data.quote, at, marks[intent.symbol], book, reconciled=reconciled
+        )
+
+    def judge_at(
+        self,
+        intent: Intent,
+        quote: Quote,
+        at: datetime,
+        mark: Decimal,
+        book: Book,
+        *,
+        reconciled: bool,
+    ) -> Verdict:
+        """`judge`, given the symbol's quote and mark."""
         if not reconciled and self._risk.state is not TradingState.HALTED:
             return UNRECONCILED
         check = OrderCheck(
             order=intent,  # judged before its `Order` is made
             price=intent.price,
-            quote=symbol_data.quote,
+            quote=quote,
             position=book.position,
-            mark=marks[intent.symbol],
+            mark=mark,
             others_exposure=book.others_exposure,
             edge_bps=intent.edge_bps,
         )

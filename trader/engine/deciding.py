@@ -11,7 +11,7 @@ from datetime import datetime
 from structlog.typing import FilteringBoundLogger
 
 from trader.config.trading_settings import StrategySettings
-from trader.domain import Forecast, from_epoch_ms, to_epoch_ms
+from trader.domain import Forecast, Signal, from_epoch_ms, to_epoch_ms
 from trader.engine.account import Account
 from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
@@ -66,10 +66,7 @@ class Deciding:
                 continue
             signal = decision.signal
             if self._log.is_enabled_for(logging.INFO):  # a backtest logs warnings only
-                self._log.info(
-                    "decision", symbol=symbol, strategy=signal.strategy,
-                    direction=str(signal.direction), reason=signal.reason, **dict(signal.inputs),
-                )  # fmt: skip
+                log_decision(self._log, signal)
             report.decisions.append(signal)
             decisions[symbol] = decision
         return decisions
@@ -83,3 +80,10 @@ class Deciding:
             return from_epoch_ms(calendar.bar_end_after(self._market.timeframe, after, steps))
         except CalendarRangeError:
             return None
+
+
+def log_decision(log: FilteringBoundLogger, signal: Signal) -> None:
+    log.info(
+        "decision", symbol=signal.symbol, strategy=signal.strategy,
+        direction=str(signal.direction), reason=signal.reason, **dict(signal.inputs),
+    )  # fmt: skip

@@ -92,7 +92,7 @@ class Engine:
         self._stage = StageRunner(risk, self.account, log)
         self._fills = RestingFills(market, broker, self.account)
         self._deciding = Deciding(market, self.account, self.forecasters, self.costs, log)
-        admission = Admission(risk, log)
+        admission = self.admission = Admission(risk, log)
         self._orders = OrderRouting(
             market=market, broker=broker, ledger=ledger, instruments=instruments,
             account=self.account, admission=admission, log=log,
@@ -100,7 +100,7 @@ class Engine:
         self._booking = TickBooking(
             market=market, risk=risk, ledger=ledger, account=self.account, log=log
         )
-        self._quiet = QuietTicks(
+        self.quiet = QuietTicks(
             market=market, broker=broker, account=self.account, admission=admission,
             instruments=instruments,
         ) if quiet_ticks else None  # fmt: skip
@@ -127,7 +127,7 @@ class Engine:
         forecasts: dict[str, dict[str, Forecast]] | None = None
         decisions: dict[str, Decision] | None = None
         self.account.begin_tick()
-        quiet = self._quiet if self._quiet and self._quiet.applies(self.reconciled) else None
+        quiet = self.quiet if self.quiet and self.quiet.applies(self.reconciled) else None
         with log_context(tick=at.isoformat()):
             with stage(report, "data"):
                 data = await self.market.run(at)

@@ -122,24 +122,40 @@ class Planner:
         instrument: Instrument,
         book: Book,
     ) -> list[Intent]:
+        signal = decision.signal
+        intent = self.market_intent(
+            signal.strategy, signal.symbol, plan.direction, decision.edge_bps, at=at,
+            quote=quote, instrument=instrument, book=book,
+        )  # fmt: skip
+        return [intent] if intent is not None else []
+
+    def market_intent(
+        self,
+        strategy: str,
+        symbol: str,
+        direction: Direction,
+        edge_bps: float | None,
+        *,
+        at: datetime,
+        quote: Quote,
+        instrument: Instrument,
+        book: Book,
+    ) -> Intent | None:
+        """The market order that holds `direction` (None: none is needed, or none tradable)."""
         held = book.position
-        target = self._target(plan.direction, quote.mid, instrument, book)
+        target = self._target(direction, quote.mid, instrument, book)
         same_way = held != 0 and target != 0 and (held > 0) == (target > 0)
         delta = (target - held) if not same_way or abs(target) > abs(held) else ZERO
         if delta == 0:
-            return []
+            return None
         side = Side.BUY if delta > 0 else Side.SELL
         touch = quote.ask if side is Side.BUY else quote.bid
         amount = self._size(abs(delta), touch, instrument)
         if amount == 0:
-            return []
-        signal = decision.signal
-        return [
-            Intent(
-                signal.strategy, signal.symbol, side, OrderType.MARKET, amount, None, at,
-                "market", touch, decision.edge_bps,
-            )
-        ]  # fmt: skip
+            return None
+        return Intent(
+            strategy, symbol, side, OrderType.MARKET, amount, None, at, "market", touch, edge_bps
+        )
 
     def _resting(
         self,

@@ -226,10 +226,7 @@ class TradingLedger:
         crash leaves the tick whole or absent, never half-booked. A tick that moved no order
         and no money is not forced to disk: losing it to a power cut only means re-running it."""
 
-        status, day, state = self._state
-        if record.status is not status or record.day is not day:
-            state = _state_row(record.status, record.day)
-            self._state = (record.status, record.day, state)
+        state = self._state_row(record)
 
         def write(c: Statements) -> None:
             _write_executions(c, executions, portfolio, record.at)
@@ -239,6 +236,33 @@ class TradingLedger:
                 _write_status_event(c, change)
 
         await self._db.write(write, durable=bool(executions) or change is not None)
+
+    async def commit_quiet_ticks(
+        self,
+        records: Sequence[TickRecord],
+        cursor: Mapping[str, datetime],
+        change: TradingStatus | None,
+    ) -> None:
+        """`commit_tick` for ticks that moved no order and no money (a backtest's quiet
+        stretch), in one transaction: the market read as far as `cursor`, each tick's
+        record, and a change of the trading state at the last of them."""
+        states = [self._state_row(record) for record in records]
+
+        def write(c: Statements) -> None:
+            c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
+            _write_ticks(c, records, states)
+            if change is not None:
+                _write_status_event(c, change)
+
+        await self._db.write(write, durable=change is not None)
+
+    def _state_row(self, record: TickRecord) -> tuple[object, ...]:
+        """The trading state's row for `record` (made again only when it changed)."""
+        status, day, state = self._state
+        if record.status is not status or record.day is not day:
+            state = _state_row(record.status, record.day)
+            self._state = (record.status, record.day, state)
+        return state
 
     async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
         def write(c: Statements) -> None:
@@ -286,30 +310,42 @@ def _write_executions(
 
 def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) -> None:
     """The tick's rows; `state`: the trading state's row (`_state_row`)."""
-    tick = time_text(record.at)
+    _write_ticks(c, [record], [state])
+
+
+def _write_ticks(
+    c: Statements, records: Sequence[TickRecord], states: Sequence[tuple[object, ...]]
+) -> None:
+    """The ticks' rows, table by table; `states`: each tick's trading state row."""
+    dated = [(time_text(record.at), record) for record in records]
     c.executemany(
         "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [forecast_row(tick, f) for f in record.forecasts],
+        [forecast_row(tick, f) for tick, r in dated for f in r.forecasts],
     )
     c.executemany(
         "INSERT OR REPLACE INTO decisions VALUES (?, ?, ?, ?, ?, ?)",
         [
-            (tick, s.symbol, s.strategy, s.direction.value, s.reason,
-             compact_json(s.inputs))
+            (tick, s.symbol, s.strategy, s.direction.value, s.reason, compact_json(s.inputs))
+            for tick, record in dated
             for s in record.decisions
         ],
-    )  # fmt: skip
-    c.execute(
+    )
+    c.executemany(
         "INSERT OR REPLACE INTO equity VALUES (?, ?, ?, ?, ?)",
-        (tick, money_text(record.equity), money_text(record.cash),
-         money_text(record.exposure), record.drawdown),
-    )  # fmt: skip
-    c.execute(_SET_STATE, state)
-    skipped = SORTED.encode(dict(record.skipped)) if record.skipped else "{}"
-    c.execute(
+        [
+            (tick, money_text(r.equity), money_text(r.cash), money_text(r.exposure), r.drawdown)
+            for tick, r in dated
+        ],
+    )
+    c.executemany(_SET_STATE, states[-1:])  # one row, kept in place: the last tick's
+    c.executemany(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
-        (tick, tick, record.outcome, record.ready, skipped,
-         sorted_seconds_json(record.timings)),
+        [
+            (tick, tick, r.outcome, r.ready,
+             SORTED.encode(dict(r.skipped)) if r.skipped else "{}",
+             sorted_seconds_json(r.timings))
+            for tick, r in dated
+        ],
     )  # fmt: skip
 
 

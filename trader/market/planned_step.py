@@ -13,7 +13,7 @@ from collections import deque
 from datetime import datetime
 
 from trader.config.market_settings import MarketSettings
-from trader.domain import Bar
+from trader.domain import Bar, Quote
 from trader.ledger.bars import BarStore
 from trader.market.calendars.per_symbol import SymbolCalendars
 from trader.market.feed import MarketData
@@ -48,6 +48,33 @@ class PlannedDataStep(MarketDataStep):
         """What the store holds after the run: each symbol's newest accepted bars."""
         if self._planned_store is not None:
             await self._planned_store.save([b for bars in self._newest.values() for b in bars])
+
+    def index_of(self, now: datetime) -> int | None:
+        """The plan's index of the tick at `now` (None: the plan holds no such tick)."""
+        return self.plan.ticks.get(now)
+
+    def plain(self, index: int) -> list[tuple[str, SymbolTick]] | None:
+        """Each symbol's planned tick at `index`, in the settings' order, when the tick is
+        plain: every symbol priced, no row dropped, no bar missing, nothing to announce. Then
+        `advance` is all `run` would do but hand over the windows. None for any other."""
+        if not self.settings.add_latest and not self._synthetic_announced:
+            return None
+        plain = []
+        for symbol, ticks in self._ticks:
+            tick = ticks[index]
+            if (
+                tick.reason is not None or tick.problems or tick.missing
+                or not isinstance(tick.quote, Quote)
+            ):  # fmt: skip
+                return None
+            plain.append((symbol, tick))
+        return plain
+
+    def advance(self, index: int, now: datetime) -> None:
+        """`run` at a plain tick (`plain`), but for the `TickData`: the windows, the newest
+        rows judged and the bars the store keeps move on."""
+        for symbol, ticks in self._ticks:
+            self._apply(symbol, ticks[index], now)
 
     async def run(self, now: datetime) -> TickData:
         index = self.plan.ticks.get(now)

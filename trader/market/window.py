@@ -8,7 +8,7 @@ invalid, is). The data step tells it, bar by bar, whether a hole came before.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from trader.domain import Bar, DomainError
@@ -55,6 +55,19 @@ class BarWindow:
         whose holes the caller marks with `add`)."""
         for bar in bars:
             self.add(bar, after_hole=False)
+
+    def bounds_after(self, added: Sequence[Bar]) -> tuple[Bar, Bar, int] | None:
+        """The first and last bar and the length the window will have once `added` joins it
+        (None: it will be empty), without adding them."""
+        bars = self._bars
+        held = len(bars)
+        total = held + len(added)
+        length = min(total, self.capacity)
+        if length == 0:
+            return None
+        start = total - length  # where the first bar kept is, in the window then `added`
+        first = bars[start] if start < held else added[start - held]
+        return first, added[-1] if added else bars[-1], length
 
     def since(self, start: datetime | None) -> list[Bar]:
         """The bars that started after `start` (all of them for None), oldest first."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from trader.domain import Bar, Direction, Forecast, Quote, Signal
 
@@ -50,8 +50,40 @@ class DecisionContext:
 
     def median_return(self, forecast: Forecast | None = None) -> float:
         """Median forecast close at the horizon, as a return on the last close."""
-        chosen = forecast or self.forecast
-        return chosen.quantile("close", 0.5) / self.last_close - 1.0
+        return median_return(forecast or self.forecast, self.last_close)
+
+    @property
+    def outlook(self) -> Outlook:
+        return Outlook(self.forecast, self.last_close, self.quote, self.costs, self.allow_short)
+
+
+def median_return(forecast: Forecast, last_close: float) -> float:
+    return forecast.quantile("close", 0.5) / last_close - 1.0
+
+
+class Outlook(NamedTuple):
+    """What a strategy that trades at market from the primary forecast alone reads of a tick
+    (`Outlined`): a backtest's quiet stretches (`trader.backtest.stretch`) hand it over
+    without making a `DecisionContext` for every tick."""
+
+    forecast: Forecast
+    last_close: float
+    quote: Quote
+    costs: Costs
+    allow_short: bool
+
+    def median_return(self) -> float:
+        return median_return(self.forecast, self.last_close)
+
+
+class Outline(NamedTuple):
+    """An at-market decision before it is dated and addressed: the direction to hold, why,
+    the inputs, and the expected edge (None when no entry is intended)."""
+
+    direction: Direction
+    reason: str
+    inputs: Mapping[str, float | str]
+    edge_bps: float | None
 
 
 @dataclass(frozen=True)
@@ -89,21 +121,24 @@ class Strategy(Protocol):
     def decide(self, ctx: DecisionContext) -> Decision: ...
 
 
+@runtime_checkable
+class Outlined(Strategy, Protocol):
+    """A strategy whose decision is `outlined(self.name, ctx, self.outline(ctx.outlook))`: at
+    market, from the outlook alone."""
+
+    def outline(self, outlook: Outlook) -> Outline: ...
+
+
+def outlined(strategy: str, ctx: DecisionContext, outline: Outline) -> Decision:
+    """The decision `outline` describes, for `ctx`'s symbol and tick."""
+    direction = outline.direction
+    signal = Signal(strategy, ctx.symbol, ctx.at, direction, outline.reason, outline.inputs)
+    return Decision(signal, AtMarket(direction), outline.edge_bps)
+
+
 def stand_aside(
     strategy: str, ctx: DecisionContext, reason: str, inputs: Mapping[str, float | str]
 ) -> Decision:
     """No position wanted: "no trade, because ..."; a held position is closed at market."""
     signal = Signal(strategy, ctx.symbol, ctx.at, Direction.FLAT, reason, inputs)
     return Decision(signal, AtMarket(Direction.FLAT))
-
-
-def at_market(
-    strategy: str,
-    ctx: DecisionContext,
-    direction: Direction,
-    reason: str,
-    inputs: Mapping[str, float | str],
-    edge_bps: float | None,
-) -> Decision:
-    signal = Signal(strategy, ctx.symbol, ctx.at, direction, reason, inputs)
-    return Decision(signal, AtMarket(direction), edge_bps)

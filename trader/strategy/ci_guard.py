@@ -8,7 +8,7 @@ spread is unknown (synthetic) never passes: an unknown spread is not a zero spre
 from __future__ import annotations
 
 from trader.domain import Direction
-from trader.strategy.base import Decision, DecisionContext, at_market, stand_aside
+from trader.strategy.base import Decision, DecisionContext, Outline, Outlook, outlined
 
 
 class CiGuardStrategy:
@@ -20,32 +20,38 @@ class CiGuardStrategy:
         self.lower, self.upper, self.multiplier = lower, upper, multiplier
 
     def decide(self, ctx: DecisionContext) -> Decision:
-        move_bps = ctx.median_return() * 10_000
-        low = ctx.forecast.quantile("close", self.lower)
-        high = ctx.forecast.quantile("close", self.upper)
-        band_bps = (high - low) / ctx.last_close * 10_000 * self.multiplier
+        return outlined(self.name, ctx, self.outline(ctx.outlook))
+
+    def outline(self, outlook: Outlook) -> Outline:
+        forecast, last_close = outlook.forecast, outlook.last_close
+        move_bps = outlook.median_return() * 10_000
+        low = forecast.quantile("close", self.lower)
+        high = forecast.quantile("close", self.upper)
+        band_bps = (high - low) / last_close * 10_000 * self.multiplier
         inputs: dict[str, float | str] = {
             "median_return_bps": round(move_bps, 3),
             "band_bps": round(band_bps, 3),
-            "model": ctx.forecast.model,
+            "model": forecast.model,
         }
-        spread_bps = ctx.quote.spread_bps
+        spread_bps = outlook.quote.spread_bps
         if spread_bps is None:
-            return stand_aside(self.name, ctx, "no trade: spread unknown (synthetic quote)", inputs)
-        costs_bps = 2 * ctx.costs.taker_fee_bps + spread_bps
+            return Outline(
+                Direction.FLAT, "no trade: spread unknown (synthetic quote)", inputs, None
+            )
+        costs_bps = 2 * outlook.costs.taker_fee_bps + spread_bps
         inputs["costs_bps"] = round(costs_bps, 3)
         hurdle = max(band_bps, costs_bps)
         cleared = (
             f"forecast {move_bps:+.1f} bps clears band {band_bps:.1f} and costs {costs_bps:.1f}"
         )
         if move_bps > hurdle:
-            return at_market(self.name, ctx, Direction.LONG, cleared, inputs, move_bps)
-        if -move_bps > hurdle and ctx.allow_short:
-            return at_market(self.name, ctx, Direction.SHORT, cleared, inputs, -move_bps)
+            return Outline(Direction.LONG, cleared, inputs, move_bps)
+        if -move_bps > hurdle and outlook.allow_short:
+            return Outline(Direction.SHORT, cleared, inputs, -move_bps)
         if abs(move_bps) <= band_bps:
             why = f"forecast {move_bps:+.1f} bps inside its band {band_bps:.1f} bps"
         elif abs(move_bps) <= costs_bps:
             why = f"forecast {move_bps:+.1f} bps does not cover costs {costs_bps:.1f} bps"
         else:
             why = f"forecast {move_bps:+.1f} bps is short-side and shorting is off"
-        return stand_aside(self.name, ctx, f"no trade: {why}", inputs)
+        return Outline(Direction.FLAT, f"no trade: {why}", inputs, None)

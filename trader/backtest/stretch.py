@@ -1,0 +1,263 @@
+"""Quiet stretches: a backtest's short way through the ticks where a flat account stays flat.
+
+Most of a backtest's ticks change nothing: no position is held and nothing rests, every symbol
+gets its new bar and a quote, the forecasts come from the cache, and each strategy either wants
+no position or wants one the risk checks refuse (the forecast's edge does not clear fees and
+spread; trading is halted). Each such tick still gets its whole record in the ledger: its
+forecasts, its decisions, its equity, the trading state, its outcome.
+
+`QuietStretch` books these ticks one after the other without the engine's stages. It reads the
+data step's plan (`PlannedDataStep.plain`) and the cached forecasts (`CachedForecaster.served`),
+asks each strategy for its outline (`Outlined.outline`, what its `decide` returns), puts the
+order that implies to the engine's own planner and risk checks (`Planner.market_intent`,
+`Admission.judge_at`), and writes the ticks' records in one ledger transaction. It stops,
+before it has changed anything, at the first tick it cannot book so: a symbol skips, a row is
+dropped or a bar missing, a forecast is not cached, a strategy fails, an order would be
+admitted, or a new day could change the trading state. The engine's `tick` runs that one.
+
+`tests/integration/test_backtest_equivalence.py` holds the result to the daemon's replay.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from trader.backtest.forecasts import CachedForecaster
+from trader.domain import ZERO, Bar, Forecast, Quote, Signal
+from trader.engine.deciding import log_decision
+from trader.engine.pipeline import Engine
+from trader.engine.planning import Book, Intent
+from trader.engine.report import TickReport, announce
+from trader.engine.sizing import books_for
+from trader.ledger.trading import TickRecord
+from trader.logging import get_logger, log_context
+from trader.market.planned_step import PlannedDataStep
+from trader.market.replay_plan import SymbolTick
+from trader.risk.engine import Verdict
+from trader.risk.state import TradingState, TradingStatus
+from trader.strategy.base import Outlined, Outlook
+
+# Ticks booked per call at most: the progress bar and the hooks hear of them at that pace.
+LONGEST = 256
+
+
+@dataclass(frozen=True)
+class _Quiet:
+    """A tick found quiet, not booked yet."""
+
+    index: int
+    at: datetime
+    plain: list[tuple[str, SymbolTick]]
+    quotes: dict[str, Quote]
+    marks: dict[str, Decimal]
+    forecasts: list[Forecast]
+    signals: list[Signal]
+    refusals: list[tuple[Intent, Verdict]]
+
+
+class QuietStretch:
+    def __init__(
+        self,
+        engine: Engine,
+        market: PlannedDataStep,
+        forecasters: Sequence[CachedForecaster],
+        strategies: Mapping[str, Outlined],
+    ) -> None:
+        self.engine = engine
+        self.market = market
+        self.forecasters = forecasters
+        self.strategies = strategies
+        self._log = get_logger("trader.engine")
+        # A backtest logs warnings only; with info on, each tick logs what the engine's would.
+        self._verbose = self._log.is_enabled_for(logging.INFO)
+
+    @classmethod
+    def of(cls, engine: Engine) -> QuietStretch | None:
+        """The engine's quiet stretches, where it can take them: a backtest's engine (quiet
+        ticks, a planned data step, cached forecasts) and strategies that outline."""
+        market, strategies = engine.market, engine.strategies
+        forecasters = [f for f in engine.forecasters if isinstance(f, CachedForecaster)]
+        outlined = {s: each for s, each in strategies.items() if isinstance(each, Outlined)}
+        if (
+            engine.quiet is None
+            or not isinstance(market, PlannedDataStep)
+            or len(forecasters) < len(engine.forecasters)
+            or len(outlined) < len(strategies)
+        ):
+            return None
+        return cls(engine, market, forecasters, outlined)
+
+    async def run(self, times: Sequence[datetime], start: int) -> int:
+        """Book `times[start:]` while they stay quiet (at most `LONGEST`); how many were
+        booked. 0: the engine must run `times[start]` itself."""
+        engine = self.engine
+        account, risk, quiet = engine.account, engine.risk, engine.quiet
+        if (
+            quiet is None
+            or account.portfolio.positions
+            or risk.day is None  # the run's first tick: the engine sees equity first
+            or account.halted_by is not None
+            or not quiet.applies(engine.reconciled)
+        ):
+            return 0
+        # Flat: the account looks alike to every symbol at every tick, whatever the marks.
+        portfolio = account.portfolio
+        books = books_for(self.strategies, times[start], portfolio, {}, ())
+        equity = portfolio.equity({})
+        records: list[TickRecord] = []
+        reports: list[TickReport] = []
+        change: TradingStatus | None = None
+        for at in times[start : start + LONGEST]:
+            began = time.perf_counter()
+            found = self._plan(at, books)
+            if found is None:
+                break
+            report, record, change = self._book(found, equity, began)
+            records.append(record)
+            reports.append(report)
+            if change is not None:
+                break
+        if not records:
+            return 0
+        account.begin_tick()  # the fills stage of the stretch's ticks: nothing rests
+        quiet.move_cursor()
+        await engine.ledger.commit_quiet_ticks(records, account.cursor_moves, change)
+        account.cursor.update(account.cursor_moves)
+        for report in reports:
+            report.portfolio = portfolio
+        if change is not None:
+            with log_context(tick=reports[-1].at.isoformat()):
+                announce(change, engine.hooks, self._log)
+        for report in reports:
+            engine.hooks.on_tick(report)
+        return len(records)
+
+    def _plan(self, at: datetime, books: Mapping[str, Book]) -> _Quiet | None:
+        """The tick at `at`, if it is quiet; nothing is changed."""
+        market, risk = self.market, self.engine.risk
+        index = market.index_of(at)
+        plain = market.plain(index) if index is not None else None
+        if index is None or plain is None:
+            return None
+        if risk.state is not TradingState.ACTIVE and (
+            risk.day is None or at.date() != risk.day.day
+        ):
+            return None  # a new day may end a halt or a reduce-only spell: the engine's
+        served = self._forecasts(plain)
+        if served is None:
+            return None
+        forecasts, lasts = served
+        return self._decide(index, at, plain, forecasts, lasts, books)
+
+    def _forecasts(
+        self, plain: list[tuple[str, SymbolTick]]
+    ) -> tuple[list[Forecast], list[Bar]] | None:
+        """Every model's forecast of every symbol, model by model (the primary first), as
+        the forecast stage reports them, and each symbol's newest bar; None when one is not
+        cached (the model would run now: the engine's forecast stage does)."""
+        windows, horizon = self.market.windows, self.engine.settings.forecast.horizon
+        bounds = []
+        for symbol, tick in plain:
+            found = windows[symbol].bounds_after([bar for bar, _ in tick.added])
+            if found is None:
+                return None
+            bounds.append(found)
+        forecasts: list[Forecast] = []
+        for forecaster in self.forecasters:
+            for (symbol, _), (first, last, length) in zip(plain, bounds, strict=True):
+                forecast = forecaster.served(symbol, first, last, length, horizon)
+                if forecast is None or forecast.symbol != symbol:
+                    return None
+                forecasts.append(forecast)
+        return forecasts, [last for _, last, _ in bounds]
+
+    def _decide(
+        self,
+        index: int,
+        at: datetime,
+        plain: list[tuple[str, SymbolTick]],
+        forecasts: list[Forecast],
+        lasts: list[Bar],
+        books: Mapping[str, Book],
+    ) -> _Quiet | None:
+        """Each symbol's decision and the order it implies, judged; None when a strategy
+        fails (the engine's strategy stage logs it) or an order would be admitted."""
+        engine = self.engine
+        planner, admission, costs = engine.planner, engine.admission, engine.costs
+        allow_short = engine.settings.strategy.allow_short
+        quotes: dict[str, Quote] = {}
+        marks: dict[str, Decimal] = {}
+        signals: list[Signal] = []
+        refusals: list[tuple[Intent, Verdict]] = []
+        for (symbol, tick), forecast, last in zip(plain, forecasts, lasts, strict=False):
+            quote = tick.quote
+            assert isinstance(quote, Quote)  # a plain tick's
+            quotes[symbol], marks[symbol] = quote, quote.mid
+            strategy = self.strategies[symbol]
+            try:
+                outline = strategy.outline(Outlook(forecast, last.close, quote, costs, allow_short))
+                signal = Signal(
+                    strategy.name, symbol, at, outline.direction, outline.reason, outline.inputs
+                )
+            except Exception:
+                return None
+            intent = planner.market_intent(
+                strategy.name, symbol, outline.direction, outline.edge_bps, at=at, quote=quote,
+                instrument=engine.instruments[symbol], book=books[symbol],
+            )  # fmt: skip
+            if intent is not None:
+                verdict = admission.judge_at(
+                    intent, quote, at, quote.mid, books[symbol], reconciled=True
+                )
+                if verdict.accepted:
+                    return None  # an order leaves: the engine's orders stage sends it
+                refusals.append((intent, verdict))
+            signals.append(signal)
+        return _Quiet(index, at, plain, quotes, marks, forecasts, signals, refusals)
+
+    def _refuse(self, tick: _Quiet, report: TickReport) -> None:
+        for intent, verdict in tick.refusals:
+            self.engine.admission.refuse(intent, verdict, report)
+
+    def _book(
+        self, tick: _Quiet, equity: Decimal, began: float
+    ) -> tuple[TickReport, TickRecord, TradingStatus | None]:
+        """What the engine's stages do with a quiet tick, but for writing the ledger: the
+        market moves on, refusals are reported, the risk engine sees the equity."""
+        engine, at = self.engine, tick.at
+        account, risk = engine.account, engine.risk
+        self.market.advance(tick.index, at)
+        report = TickReport(at)
+        report.ready = [symbol for symbol, _ in tick.plain]
+        report.quotes = tick.quotes
+        report.quote_times = {
+            symbol: planned.quote_time
+            for symbol, planned in tick.plain
+            if planned.quote_time is not None
+        }
+        report.forecasts = tick.forecasts
+        report.decisions = tick.signals
+        if self._verbose:
+            with log_context(tick=at.isoformat()):
+                for signal in tick.signals:
+                    log_decision(self._log, signal)
+                self._refuse(tick, report)
+        else:
+            self._refuse(tick, report)
+        change = risk.observe_equity(at, equity)
+        report.equity, report.status, report.marks = equity, risk.status, tick.marks
+        report.drawdown = risk.drawdown(equity)
+        report.daily_loss = risk.daily_loss(equity)
+        report.timings["quiet"] = time.perf_counter() - began
+        record = TickRecord(
+            at=at, outcome="ok", ready=len(report.ready), skipped=report.skipped,
+            timings=report.timings, forecasts=report.forecasts, decisions=report.decisions,
+            equity=equity, cash=account.portfolio.cash, exposure=ZERO,
+            drawdown=report.drawdown, status=risk.status, day=risk.day,
+        )  # fmt: skip
+        return report, record, change
