@@ -1,6 +1,7 @@
 """The backtest's own run (the data step planned ahead, the ledger written once at the end, no
-scheduler) against the daemon's replay of the same history (`run_backtest(reference=True)`:
-the data step fetching and judging rows at every tick, a ledger transaction every tick).
+scheduler, quiet stretches of a flat account booked without the engine's stages) against the
+daemon's replay of the same history (`run_backtest(reference=True)`: the data step fetching
+and judging rows at every tick, a ledger transaction every tick).
 
 Same bars, models and settings: two symbols (one with a candle missing and a bad bar), fees
 and a spread, every strategy (maxdiff's resting limits filled in parts by a small volume
@@ -13,6 +14,7 @@ figure the report is made of must be equal.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import sqlite3
 from dataclasses import fields, replace
@@ -102,6 +104,22 @@ def ledger(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     return out
 
 
+def quiet_share(path: Path) -> float:
+    """The share of a ledger's ticks booked by a quiet stretch (their one timing, "quiet")."""
+    with sqlite3.connect(path) as c:
+        timings = [json.loads(t) for (t,) in c.execute("SELECT timings FROM ticks")]
+    return sum(1 for t in timings if "quiet" in t) / len(timings)
+
+
+def assert_stretched(fast: Backtest) -> None:
+    """The fast runs took quiet stretches where they could (so that the comparison covers
+    them): the at-market strategies, never maxdiff (whose limits rest every tick)."""
+    shares = {s: quiet_share(fast.runs[s].ledger) for s in STRATEGIES}
+    assert shares["simple"] > 0.3, shares
+    assert shares["ci_guard"] > 0.5, shares
+    assert shares["maxdiff"] == 0, shares
+
+
 def assert_same(fast: Backtest, reference: Backtest) -> dict[str, dict[str, list[Any]]]:
     np.testing.assert_array_equal(fast.ticks_ms, reference.ticks_ms)
     books = {}
@@ -130,6 +148,7 @@ def assert_same(fast: Backtest, reference: Backtest) -> dict[str, dict[str, list
 def test_two_symbols_every_strategy_partial_fills_refusals_and_a_halt(tmp_path):
     fast, reference = both(crypto_settings(tmp_path), two_symbols(), tmp_path, jobs=2)
     books = assert_same(fast, reference)
+    assert_stretched(fast)
     # What the comparison covered, so that it cannot pass on runs that did nothing.
     traded = set()
     for strategy in STRATEGIES:
@@ -152,6 +171,7 @@ def test_a_stock_in_its_sessions_halted_for_the_rest_of_the_run(tmp_path):
     recordings = {"600977/CNY": replace(xshg, rows=xshg.rows[:700])}
     fast, reference = both(stock_settings(tmp_path), recordings, tmp_path, jobs=1)
     assert_same(fast, reference)
+    assert_stretched(fast)
     for strategy in STRATEGIES:
         run = fast.runs[strategy]
         assert run.fills, strategy

@@ -163,6 +163,33 @@ def test_a_request_the_cache_lacks_is_forecast_now_and_counted(tmp_path):
     assert served.use.live == 1
 
 
+def test_served_is_what_forecast_answers_from_the_cache_and_none_where_the_model_would_run(
+    tmp_path,
+):
+    windows = {"SOL/USDT": windows_of(recording(60, missing={40}), 16)}
+    symbol_windows = windows["SOL/USDT"]
+    ends = sorted(symbol_windows.by_end)
+    model = BaselineForecaster(8)
+    cached = forecast_ahead(
+        model, windows, {"SOL/USDT": ends[:8]}, ForecastCache(tmp_path), horizon=2,
+        quantiles=LEVELS, context=16, batch=8, progress=False,
+    )  # fmt: skip
+    for end in ends[:8]:
+        bars = symbol_windows.bars_of(symbol_windows.by_end[end])
+        request = symbol_windows.request(symbol_windows.by_end[end], 2, LEVELS)
+        (want,) = cached.forecast([request])
+        assert cached.served("SOL/USDT", bars[0], bars[-1], len(bars), 2) is want
+        # Another horizon, length or first bar (the engine's window is not the cached one).
+        assert cached.served("SOL/USDT", bars[0], bars[-1], len(bars), 3) is None
+        assert cached.served("SOL/USDT", bars[0], bars[-1], len(bars) - 1, 2) is None
+        assert cached.served("SOL/USDT", bars[1], bars[-1], len(bars), 2) is None
+        assert cached.served("ETH/USDT", bars[0], bars[-1], len(bars), 2) is None
+    assert cached.use.live == 0
+    # A window the cache lacks (not in the batches forecast ahead): the model would run.
+    last = symbol_windows.bars_of(symbol_windows.by_end[ends[-1]])
+    assert cached.served("SOL/USDT", last[0], last[-1], len(last), 2) is None
+
+
 def test_entries_differ_by_model_and_window():
     assert entry_key(b"a" * 16, b"w" * 16) != entry_key(b"b" * 16, b"w" * 16)
     assert entry_key(b"a" * 16, b"w" * 16) != entry_key(b"a" * 16, b"v" * 16)

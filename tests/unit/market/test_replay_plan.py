@@ -76,7 +76,7 @@ async def compare(
 ) -> dict[str, int]:
     """Both steps over the replay's ticks from the `first`-th (a backtest's --from: the first
     window fills from the bars before it), every `stride`-th (several bars close at each);
-    the skips of the planned one, by reason."""
+    the skips of the planned one, by reason, and how many ticks were plain."""
     values = {"context_bars": CONTEXT, "min_contiguous_bars": 12}
     whole = replay_settings(Settings(market=values | market), recordings)
     settings, spread = whole.market, spread_model(whole)
@@ -89,12 +89,43 @@ async def compare(
     feed = ReplayMarketData(replay.recordings, clock, spread, rules)
     real = MarketDataStep(feed, settings, calendars=replay.calendars)
     planned = PlannedDataStep(feed, settings, plan, replay.calendars)
+    # A quiet stretch's way: `advance` at each plain tick (without the TickData), else `run`.
+    advanced = PlannedDataStep(feed, settings, plan, replay.calendars)
     await real.start(times[0])
     await planned.start(times[0])
+    await advanced.start(times[0])
+    plain_ticks = 0
     for at in times:
         await clock.sleep_until(at)
+        index = advanced.index_of(at)
+        assert index is not None
+        plain = advanced.plain(index)
+        bounds = plain and {
+            s: advanced.windows[s].bounds_after([bar for bar, _ in tick.added]) for s, tick in plain
+        }
         want, got = await real.run(at), await planned.run(at)
         assert got == want, f"tick {at}"
+        if plain:
+            plain_ticks += 1
+            advanced.advance(index, at)
+            # Plain: every symbol priced with its planned quote, nothing skipped.
+            assert not want.skipped
+            assert list(want.ready) == [s for s, _ in plain]
+            assert {s: t.quote for s, t in plain} == {s: d.quote for s, d in want.ready.items()}
+            assert bounds == {
+                s: (d.bars[0], d.bars[-1], len(d.bars)) for s, d in want.ready.items()
+            }
+        else:
+            await advanced.run(at)
+        for step in (planned, advanced):
+            for symbol, window in real.windows.items():
+                mine = step.windows[symbol]
+                assert mine.snapshot() == window.snapshot(), f"{symbol} window at {at}"
+                assert (mine.contiguous, mine.hole_before) == (
+                    window.contiguous, window.hole_before
+                )  # fmt: skip
+            assert (step.judged, step.status) == (real.judged, real.status)
+            assert (step.missing, step.skips.counts) == (real.missing, real.skips.counts)
         for symbol, data in want.ready.items():  # the quotes' every value, as written too
             mine, theirs = got.ready[symbol].quote, data.quote
             assert (repr(mine), mine.mid.as_tuple(), mine.spread_bps) == (
@@ -102,15 +133,9 @@ async def compare(
                 theirs.mid.as_tuple(),
                 theirs.spread_bps,
             )
-        for symbol, window in real.windows.items():
-            mine = planned.windows[symbol]
-            assert mine.snapshot() == window.snapshot(), f"{symbol} window at {at}"
-            assert (mine.contiguous, mine.hole_before) == (window.contiguous, window.hole_before)
-        assert planned.judged == real.judged
-        assert planned.status == real.status
     assert planned.missing == real.missing
     assert planned.skips.counts == real.skips.counts
-    return {str(k): v for k, v in planned.skips.counts.items()}
+    return {str(k): v for k, v in planned.skips.counts.items()} | {"(plain ticks)": plain_ticks}
 
 
 def run(
@@ -126,6 +151,7 @@ def test_crypto_with_holes_and_bad_rows_of_every_kind(policy):
     for reason in ("invalid_bar", "inconsistent_bar", "negative_volume", "non_positive_price"):
         assert skips[reason] >= 1, reason  # the test met each kind of bad row
     assert skips["missing_bar"] == 4
+    assert skips["(plain ticks)"] > 100  # advanced at those, run at the others
     assert ("gap" in skips) == (policy == "skip")
 
 
@@ -134,7 +160,7 @@ def test_a_market_with_sessions_and_a_lunch_break():
     rows = list(xshg.rows[:600])
     del rows[300]  # a bar missing in a session
     rows[400] = (*rows[400][:4], math.nan, *rows[400][5:])
-    run({"600977/CNY": replace(xshg, rows=rows)})
+    assert run({"600977/CNY": replace(xshg, rows=rows)})["(plain ticks)"] > 100
 
 
 def test_a_stock_on_trading_days_and_fx_beside_crypto():
@@ -160,6 +186,7 @@ def test_several_bars_closing_at_one_tick(first):
     offsets put each bad row of `broken` in each place), holes inside a tick's rows."""
     skips = run({"SOL/USDT": broken(sol())}, first=first, stride=3)
     assert skips["missing_bar"] == 4
+    assert skips["(plain ticks)"] > 100  # advanced at those, run at the others
     xshg = read_recording(XSHG_600977_5MIN, "600977/CNY")
     rows = list(xshg.rows[:400])
     del rows[300]
