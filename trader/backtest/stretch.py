@@ -1,19 +1,20 @@
-"""Quiet stretches: a backtest's short way through the ticks where a flat account stays flat.
+"""Quiet stretches: a backtest's short way through the ticks where nothing moves.
 
-Most of a backtest's ticks change nothing: no position is held and nothing rests, every symbol
-gets its new bar and a quote, the forecasts come from the cache, and each strategy either wants
-no position or wants one the risk checks refuse (the forecast's edge does not clear fees and
-spread; trading is halted). Each such tick still gets its whole record in the ledger: its
-forecasts, its decisions, its equity, the trading state, its outcome.
+Most of a backtest's ticks move no order and no money: nothing rests with the paper broker,
+every symbol gets its new bar and a quote, the forecasts come from the cache, and each strategy
+wants the position it holds (or none) or one the risk checks refuse (the forecast's edge does
+not clear fees and spread; trading is halted). Each such tick still gets its whole record in
+the ledger: its forecasts, its decisions, its equity, the trading state, its outcome.
 
 `QuietStretch` books these ticks one after the other without the engine's stages. It reads the
 data step's plan (`PlannedDataStep.plain`) and the cached forecasts (`CachedForecaster.served`),
 asks each strategy for its outline (`Outlined.outline`, what its `decide` returns), puts the
 order that implies to the engine's own planner and risk checks (`Planner.market_intent`,
-`Admission.judge_at`), and writes the ticks' records in one ledger transaction. It stops,
-before it has changed anything, at the first tick it cannot book so: a symbol skips, a row is
-dropped or a bar missing, a forecast is not cached, a strategy fails, an order would be
-admitted, or a new day could change the trading state. The engine's `tick` runs that one.
+`Admission.judge_at`), values the account as the ledger stage does, and writes the ticks'
+records in one ledger transaction. It stops, before it has changed anything, at the first tick
+it cannot book so: a symbol skips, a row is dropped or a bar missing, a forecast is not cached,
+a strategy fails, an order would be admitted, or a new day could end a halt. The engine's
+`tick` runs that one; a tick that changes the trading state ends the stretch after it.
 
 `tests/integration/test_backtest_equivalence.py` holds the result to the daemon's replay.
 """
@@ -31,9 +32,10 @@ from trader.backtest.forecasts import CachedForecaster
 from trader.domain import ZERO, Bar, Forecast, Quote, Signal
 from trader.engine.deciding import log_decision
 from trader.engine.pipeline import Engine
-from trader.engine.planning import Book, Intent
+from trader.engine.planning import Intent
 from trader.engine.report import TickReport, announce
 from trader.engine.sizing import books_for
+from trader.engine.valuation import exposures
 from trader.ledger.trading import TickRecord
 from trader.logging import get_logger, log_context
 from trader.market.planned_step import PlannedDataStep
@@ -58,6 +60,8 @@ class _Quiet:
     forecasts: list[Forecast]
     signals: list[Signal]
     refusals: list[tuple[Intent, Verdict]]
+    equity: Decimal
+    exposure: Decimal
 
 
 class QuietStretch:
@@ -99,25 +103,20 @@ class QuietStretch:
         account, risk, quiet = engine.account, engine.risk, engine.quiet
         if (
             quiet is None
-            or account.portfolio.positions
             or risk.day is None  # the run's first tick: the engine sees equity first
             or account.halted_by is not None
             or not quiet.applies(engine.reconciled)
         ):
             return 0
-        # Flat: the account looks alike to every symbol at every tick, whatever the marks.
-        portfolio = account.portfolio
-        books = books_for(self.strategies, times[start], portfolio, {}, ())
-        equity = portfolio.equity({})
         records: list[TickRecord] = []
         reports: list[TickReport] = []
         change: TradingStatus | None = None
         for at in times[start : start + LONGEST]:
             began = time.perf_counter()
-            found = self._plan(at, books)
+            found = self._plan(at)
             if found is None:
                 break
-            report, record, change = self._book(found, equity, began)
+            report, record, change = self._book(found, began)
             records.append(record)
             reports.append(report)
             if change is not None:
@@ -129,7 +128,7 @@ class QuietStretch:
         await engine.ledger.commit_quiet_ticks(records, account.cursor_moves, change)
         account.cursor.update(account.cursor_moves)
         for report in reports:
-            report.portfolio = portfolio
+            report.portfolio = account.portfolio
         if change is not None:
             with log_context(tick=reports[-1].at.isoformat()):
                 announce(change, engine.hooks, self._log)
@@ -137,7 +136,7 @@ class QuietStretch:
             engine.hooks.on_tick(report)
         return len(records)
 
-    def _plan(self, at: datetime, books: Mapping[str, Book]) -> _Quiet | None:
+    def _plan(self, at: datetime) -> _Quiet | None:
         """The tick at `at`, if it is quiet; nothing is changed."""
         market, risk = self.market, self.engine.risk
         index = market.index_of(at)
@@ -152,7 +151,7 @@ class QuietStretch:
         if served is None:
             return None
         forecasts, lasts = served
-        return self._decide(index, at, plain, forecasts, lasts, books)
+        return self._decide(index, at, plain, forecasts, lasts)
 
     def _forecasts(
         self, plain: list[tuple[str, SymbolTick]]
@@ -183,21 +182,20 @@ class QuietStretch:
         plain: list[tuple[str, SymbolTick]],
         forecasts: list[Forecast],
         lasts: list[Bar],
-        books: Mapping[str, Book],
     ) -> _Quiet | None:
         """Each symbol's decision and the order it implies, judged; None when a strategy
         fails (the engine's strategy stage logs it) or an order would be admitted."""
         engine = self.engine
         planner, admission, costs = engine.planner, engine.admission, engine.costs
         allow_short = engine.settings.strategy.allow_short
-        quotes: dict[str, Quote] = {}
-        marks: dict[str, Decimal] = {}
+        quotes = {symbol: tick.quote for symbol, tick in plain if isinstance(tick.quote, Quote)}
+        # Every symbol is priced: the marks are the quotes' mids (`current_marks`).
+        marks = {symbol: quote.mid for symbol, quote in quotes.items()}
+        portfolio = engine.account.portfolio
+        books = books_for(self.strategies, at, portfolio, marks, ())
         signals: list[Signal] = []
         refusals: list[tuple[Intent, Verdict]] = []
-        for (symbol, tick), forecast, last in zip(plain, forecasts, lasts, strict=False):
-            quote = tick.quote
-            assert isinstance(quote, Quote)  # a plain tick's
-            quotes[symbol], marks[symbol] = quote, quote.mid
+        for (symbol, quote), forecast, last in zip(quotes.items(), forecasts, lasts, strict=False):
             strategy = self.strategies[symbol]
             try:
                 outline = strategy.outline(Outlook(forecast, last.close, quote, costs, allow_short))
@@ -218,14 +216,18 @@ class QuietStretch:
                     return None  # an order leaves: the engine's orders stage sends it
                 refusals.append((intent, verdict))
             signals.append(signal)
-        return _Quiet(index, at, plain, quotes, marks, forecasts, signals, refusals)
+        equity = portfolio.equity(marks)
+        exposure = sum(exposures(portfolio, marks).values(), ZERO)
+        return _Quiet(
+            index, at, plain, quotes, marks, forecasts, signals, refusals, equity, exposure
+        )
 
     def _refuse(self, tick: _Quiet, report: TickReport) -> None:
         for intent, verdict in tick.refusals:
             self.engine.admission.refuse(intent, verdict, report)
 
     def _book(
-        self, tick: _Quiet, equity: Decimal, began: float
+        self, tick: _Quiet, began: float
     ) -> tuple[TickReport, TickRecord, TradingStatus | None]:
         """What the engine's stages do with a quiet tick, but for writing the ledger: the
         market moves on, refusals are reported, the risk engine sees the equity."""
@@ -249,6 +251,7 @@ class QuietStretch:
                 self._refuse(tick, report)
         else:
             self._refuse(tick, report)
+        equity = tick.equity
         change = risk.observe_equity(at, equity)
         report.equity, report.status, report.marks = equity, risk.status, tick.marks
         report.drawdown = risk.drawdown(equity)
@@ -257,7 +260,7 @@ class QuietStretch:
         record = TickRecord(
             at=at, outcome="ok", ready=len(report.ready), skipped=report.skipped,
             timings=report.timings, forecasts=report.forecasts, decisions=report.decisions,
-            equity=equity, cash=account.portfolio.cash, exposure=ZERO,
+            equity=equity, cash=account.portfolio.cash, exposure=tick.exposure,
             drawdown=report.drawdown, status=risk.status, day=risk.day,
         )  # fmt: skip
         return report, record, change
