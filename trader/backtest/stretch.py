@@ -13,8 +13,9 @@ order that implies to the engine's own planner and risk checks (`Planner.market_
 `Admission.judge_at`), values the account as the ledger stage does, and writes the ticks'
 records in one ledger transaction. It stops, before it has changed anything, at the first tick
 it cannot book so: a symbol skips, a row is dropped or a bar missing, a forecast is not cached,
-a strategy fails, an order would be admitted, or a new day could end a halt. The engine's
-`tick` runs that one; a tick that changes the trading state ends the stretch after it.
+a strategy or a check fails, or an order would be admitted. The engine's `tick` runs that one.
+A tick that changes the trading state (the risk engine seeing equity) ends the stretch after
+it: its own orders were judged before the change, as the engine judges them.
 
 `tests/integration/test_backtest_equivalence.py` holds the result to the daemon's replay.
 """
@@ -32,7 +33,7 @@ from trader.backtest.forecasts import CachedForecaster
 from trader.domain import ZERO, Bar, Forecast, Quote, Signal
 from trader.engine.deciding import log_decision
 from trader.engine.pipeline import Engine
-from trader.engine.planning import Intent
+from trader.engine.planning import Book, Intent
 from trader.engine.report import TickReport, announce
 from trader.engine.sizing import books_for
 from trader.engine.valuation import exposures
@@ -41,7 +42,7 @@ from trader.logging import get_logger, log_context
 from trader.market.planned_step import PlannedDataStep
 from trader.market.replay_plan import SymbolTick
 from trader.risk.engine import Verdict
-from trader.risk.state import TradingState, TradingStatus
+from trader.risk.state import TradingStatus
 from trader.strategy.base import Outlined, Outlook
 
 # Ticks booked per call at most: the progress bar and the hooks hear of them at that pace.
@@ -138,15 +139,11 @@ class QuietStretch:
 
     def _plan(self, at: datetime) -> _Quiet | None:
         """The tick at `at`, if it is quiet; nothing is changed."""
-        market, risk = self.market, self.engine.risk
+        market = self.market
         index = market.index_of(at)
         plain = market.plain(index) if index is not None else None
         if index is None or plain is None:
             return None
-        if risk.state is not TradingState.ACTIVE and (
-            risk.day is None or at.date() != risk.day.day
-        ):
-            return None  # a new day may end a halt or a reduce-only spell: the engine's
         served = self._forecasts(plain)
         if served is None:
             return None
@@ -186,7 +183,6 @@ class QuietStretch:
         """Each symbol's decision and the order it implies, judged; None when a strategy
         fails (the engine's strategy stage logs it) or an order would be admitted."""
         engine = self.engine
-        planner, admission, costs = engine.planner, engine.admission, engine.costs
         allow_short = engine.settings.strategy.allow_short
         quotes = {symbol: tick.quote for symbol, tick in plain if isinstance(tick.quote, Quote)}
         # Every symbol is priced: the marks are the quotes' mids (`current_marks`).
@@ -196,31 +192,40 @@ class QuietStretch:
         signals: list[Signal] = []
         refusals: list[tuple[Intent, Verdict]] = []
         for (symbol, quote), forecast, last in zip(quotes.items(), forecasts, lasts, strict=False):
-            strategy = self.strategies[symbol]
+            outlook = Outlook(forecast, last.close, quote, engine.costs, allow_short)
             try:
-                outline = strategy.outline(Outlook(forecast, last.close, quote, costs, allow_short))
-                signal = Signal(
-                    strategy.name, symbol, at, outline.direction, outline.reason, outline.inputs
-                )
+                signal, judged = self._decide_one(symbol, at, outlook, books[symbol])
             except Exception:
-                return None
-            intent = planner.market_intent(
-                strategy.name, symbol, outline.direction, outline.edge_bps, at=at, quote=quote,
-                instrument=engine.instruments[symbol], book=books[symbol],
-            )  # fmt: skip
-            if intent is not None:
-                verdict = admission.judge_at(
-                    intent, quote, at, quote.mid, books[symbol], reconciled=True
-                )
-                if verdict.accepted:
+                return None  # the engine's stage that fails logs it, and goes on without it
+            if judged is not None:
+                if judged[1].accepted:
                     return None  # an order leaves: the engine's orders stage sends it
-                refusals.append((intent, verdict))
+                refusals.append(judged)
             signals.append(signal)
         equity = portfolio.equity(marks)
         exposure = sum(exposures(portfolio, marks).values(), ZERO)
         return _Quiet(
             index, at, plain, quotes, marks, forecasts, signals, refusals, equity, exposure
         )
+
+    def _decide_one(
+        self, symbol: str, at: datetime, outlook: Outlook, book: Book
+    ) -> tuple[Signal, tuple[Intent, Verdict] | None]:
+        """The symbol's signal, and the order it implies with the checks' verdict (None: no
+        order), as the strategy, orders and risk stages make them."""
+        engine, strategy, quote = self.engine, self.strategies[symbol], outlook.quote
+        outline = strategy.outline(outlook)
+        signal = Signal(
+            strategy.name, symbol, at, outline.direction, outline.reason, outline.inputs
+        )
+        intent = engine.planner.market_intent(
+            strategy.name, symbol, outline.direction, outline.edge_bps, at=at, quote=quote,
+            instrument=engine.instruments[symbol], book=book,
+        )  # fmt: skip
+        if intent is None:
+            return signal, None
+        verdict = engine.admission.judge_at(intent, quote, at, quote.mid, book, reconciled=True)
+        return signal, (intent, verdict)
 
     def _refuse(self, tick: _Quiet, report: TickReport) -> None:
         for intent, verdict in tick.refusals:
