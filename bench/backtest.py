@@ -40,7 +40,7 @@ import pandas as pd
 from backtesting import Backtest, Strategy
 
 from trader.backtest.cache import ForecastCache
-from trader.backtest.forecasts import forecast_ahead
+from trader.backtest.forecasts import CachedForecaster, forecast_ahead
 from trader.backtest.session import Replay, simulate
 from trader.backtest.windows import SymbolWindows
 from trader.config.daemon_settings import LogSettings
@@ -125,7 +125,12 @@ def case_settings(recording: Recording, cache: Path, case: str) -> Settings:
 
 
 async def ours(
-    settings: Settings, recording: Recording, cached: Any, strategy: str, folder: Path, repeats: int
+    settings: Settings,
+    recording: Recording,
+    cached: CachedForecaster,
+    strategy: str,
+    folder: Path,
+    repeats: int,
 ) -> tuple[float, int]:
     """Median seconds of the simulation (the data step's plan included: a one-strategy
     backtest makes it for that strategy alone), and its fills."""
@@ -134,8 +139,15 @@ async def ours(
     seconds, fills = [], 0
     for i in range(repeats):
         began = time.perf_counter()
+        # As `trader backtest` makes it (`Prepared.plan`): from the rows its windows parsed.
+        parsed = {s: w.parsed for s, w in cached.windows.items()}
         plan = plan_replay(
-            replay.recordings, replay.calendars, settings.market, spread_model(settings), times
+            replay.recordings,
+            replay.calendars,
+            settings.market,
+            spread_model(settings),
+            times,
+            parsed,
         )
         assert plan is not None
         run = await simulate(

@@ -7,6 +7,7 @@ import asyncio
 import csv
 import gzip
 import json
+import os
 import sqlite3
 
 import numpy as np
@@ -15,8 +16,10 @@ from PIL import Image
 
 from tests.integration.conftest import clean_env
 from tests.recorded import SOLUSDT_1H
+from trader.backtest import run as run_module
 from trader.backtest.activity import trading_costs
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, run_backtest
+from trader.cli import main
 from trader.config.schema import Settings
 from trader.market.replay import Recording, read_recording
 
@@ -106,6 +109,22 @@ def test_the_cli_refuses_bad_input_with_a_reason(cli, tmp_path):
     bad = cli.run("backtest", "--data", "x.csv", "--from", "yesterday")
     assert bad.returncode == 2
     assert "not a date" in bad.stderr
+
+
+def test_a_worker_that_dies_ends_the_command_with_one_line_saying_so(tmp_path, monkeypatch, capsys):
+    async def killed(*args: object, **kwargs: object) -> None:
+        os._exit(3)  # in the forked worker, as the out-of-memory killer would end it
+
+    monkeypatch.setattr(run_module, "simulate", killed)
+    monkeypatch.setenv("TRADER_BACKTEST__CACHE_DIR", str(tmp_path / "cache"))
+    code = main([
+        "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline", "--from", "2020-12-01",
+        "--to", "2020-12-03", "--strategy", "simple", "ci_guard", "--jobs", "2",
+    ])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "a worker process ended with code 3, its run unfinished" in err
+    assert "Traceback" not in err
 
 
 def test_symbol_lines_add_up_to_the_ledgers_own_equity(tmp_path):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
 
 if TYPE_CHECKING:
+    from trader.backtest.run import Backtest
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
     from trader.config.schema import Settings
@@ -101,11 +102,7 @@ def run_backtest_command(
     settings = load(layer).settings
     # Imported here: numpy, matplotlib and the engine load only for this verb.
     from trader.backtest.findings import findings  # noqa: PLC0415
-    from trader.backtest.prepare import Period  # noqa: PLC0415
     from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
-    from trader.backtest.run import run_backtest  # noqa: PLC0415
-    from trader.backtest.side_by_side import default_workers  # noqa: PLC0415
-    from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
 
     if request.model:
         settings = settings.model_copy(
@@ -115,22 +112,10 @@ def run_backtest_command(
     if request.is_grid:
         return _grid(request, settings, recordings, strategies)
     try:
-        result = asyncio.run(
-            run_backtest(
-                settings,
-                {r.symbol: r for r in recordings},
-                strategies=strategies,
-                period=Period(request.begin, request.end),
-                ledgers=request.out / "ledgers" if request.out else None,
-                jobs=request.jobs or default_workers(len(strategies)),
-            )
-        )
-    except ModelUnavailable as error:
-        sys.stderr.write(f"trader backtest: {error}\n")
-        return EX_CONFIG
-    except ValueError as error:  # the data cannot be backtested as it is (too short, ...)
-        sys.stderr.write(f"trader backtest: {error}\n")
-        return EX_DATAERR
+        result = _backtest(request, settings, recordings, strategies)
+    except _Refused as refused:
+        sys.stderr.write(f"trader backtest: {refused}\n")
+        return refused.code
     sys.stdout.write(terminal_summary(result, accepted=request.allow_skips))
     if request.out:
         write_report(result, request.out)
@@ -145,6 +130,37 @@ def run_backtest_command(
         sys.stderr.writelines(f"  {text}\n" for text in failing)
         return EX_FAILED
     return 0
+
+
+def _backtest(
+    request: BacktestRequest,
+    settings: Settings,
+    recordings: list[Recording],
+    strategies: list[str],
+) -> Backtest:
+    """The backtest asked for; `_Refused` where it could not be run or finished."""
+    from trader.backtest.prepare import Period  # noqa: PLC0415
+    from trader.backtest.run import run_backtest  # noqa: PLC0415
+    from trader.backtest.side_by_side import ChildFailed, default_workers  # noqa: PLC0415
+    from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
+
+    try:
+        return asyncio.run(
+            run_backtest(
+                settings,
+                {r.symbol: r for r in recordings},
+                strategies=strategies,
+                period=Period(request.begin, request.end),
+                ledgers=request.out / "ledgers" if request.out else None,
+                jobs=request.jobs or default_workers(len(strategies)),
+            )
+        )
+    except ModelUnavailable as error:
+        raise _Refused(EX_CONFIG, str(error)) from None
+    except ValueError as error:  # the data cannot be backtested as it is (too short, ...)
+        raise _Refused(EX_DATAERR, str(error)) from None
+    except ChildFailed as error:  # killed (out of memory?), or its result could not come back
+        raise _Refused(EX_FAILED, f"{error} (--jobs 1: one after the other, here)") from None
 
 
 def _grid(

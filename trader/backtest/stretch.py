@@ -202,7 +202,7 @@ class QuietStretch:
                     return None  # an order leaves: the engine's orders stage sends it
                 refusals.append(judged)
             signals.append(signal)
-        equity = portfolio.equity(marks)
+        equity = books[next(iter(books))].equity  # `portfolio.equity(marks)`, as booking's
         exposure = sum(exposures(portfolio, marks).values(), ZERO)
         return _Quiet(
             index, at, plain, quotes, marks, forecasts, signals, refusals, equity, exposure
