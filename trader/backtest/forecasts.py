@@ -81,12 +81,6 @@ class CachedForecaster:
     def compile_stats(self) -> CompileStats:
         return self.model.compile_stats
 
-    def window_for(self, request: ForecastRequest) -> Window | None:
-        bars = request.bars
-        if not bars:
-            return None
-        return self._window(request.symbol, bars[0], bars[-1], len(bars))
-
     def _window(self, symbol: str, first: Bar, last: Bar, length: int) -> Window | None:
         """The cached window of `symbol` whose bars are the engine's (`length` bars, from
         `first` to `last`), if there is one."""
@@ -101,8 +95,8 @@ class CachedForecaster:
     def served(
         self, symbol: str, first: Bar, last: Bar, length: int, horizon: int
     ) -> Forecast | None:
-        """The forecast `forecast` answers for that window and horizon from the cache (None:
-        it would ask the model), without a request."""
+        """The cached forecast of the engine's window of `length` bars from `first` to `last`,
+        for `horizon` steps (None: `forecast` asks the model)."""
         window = self._window(symbol, first, last, length)
         found = self._read(window) if window is not None else None
         return found if found is not None and found.steps == horizon else None
@@ -130,9 +124,11 @@ class CachedForecaster:
         out: list[Forecast | None] = []
         missed: list[int] = []
         for i, request in enumerate(requests):
-            window = self.window_for(request)
-            found = self._read(window) if window is not None else None
-            if found is None or found.steps != request.horizon:
+            bars, horizon = request.bars, request.horizon
+            found = (
+                self.served(request.symbol, bars[0], bars[-1], len(bars), horizon) if bars else None
+            )
+            if found is None:
                 missed.append(i)
             out.append(found)
         if missed:

@@ -30,13 +30,13 @@ from datetime import datetime
 from decimal import Decimal
 
 from trader.backtest.forecasts import CachedForecaster
-from trader.domain import ZERO, Bar, Forecast, Quote, Signal
+from trader.domain import Bar, Forecast, Quote, Signal
+from trader.engine.booking import settle
 from trader.engine.deciding import log_decision
 from trader.engine.pipeline import Engine
 from trader.engine.planning import Book, Intent
 from trader.engine.report import TickReport, announce
 from trader.engine.sizing import books_for
-from trader.engine.valuation import exposures
 from trader.ledger.trading import TickRecord
 from trader.logging import get_logger, log_context
 from trader.market.planned_step import PlannedDataStep
@@ -61,8 +61,6 @@ class _Quiet:
     forecasts: list[Forecast]
     signals: list[Signal]
     refusals: list[tuple[Intent, Verdict]]
-    equity: Decimal
-    exposure: Decimal
 
 
 class QuietStretch:
@@ -202,11 +200,7 @@ class QuietStretch:
                     return None  # an order leaves: the engine's orders stage sends it
                 refusals.append(judged)
             signals.append(signal)
-        equity = books[next(iter(books))].equity  # `portfolio.equity(marks)`, as booking's
-        exposure = sum(exposures(portfolio, marks).values(), ZERO)
-        return _Quiet(
-            index, at, plain, quotes, marks, forecasts, signals, refusals, equity, exposure
-        )
+        return _Quiet(index, at, plain, quotes, marks, forecasts, signals, refusals)
 
     def _decide_one(
         self, symbol: str, at: datetime, outlook: Outlook, book: Book
@@ -237,7 +231,6 @@ class QuietStretch:
         """What the engine's stages do with a quiet tick, but for writing the ledger: the
         market moves on, refusals are reported, the risk engine sees the equity."""
         engine, at = self.engine, tick.at
-        account, risk = engine.account, engine.risk
         self.market.advance(tick.index, at)
         report = TickReport(at)
         report.ready = [symbol for symbol, _ in tick.plain]
@@ -256,16 +249,6 @@ class QuietStretch:
                 self._refuse(tick, report)
         else:
             self._refuse(tick, report)
-        equity = tick.equity
-        change = risk.observe_equity(at, equity)
-        report.equity, report.status, report.marks = equity, risk.status, tick.marks
-        report.drawdown = risk.drawdown(equity)
-        report.daily_loss = risk.daily_loss(equity)
         report.timings["quiet"] = time.perf_counter() - began
-        record = TickRecord(
-            at=at, outcome="ok", ready=len(report.ready), skipped=report.skipped,
-            timings=report.timings, forecasts=report.forecasts, decisions=report.decisions,
-            equity=equity, cash=account.portfolio.cash, exposure=tick.exposure,
-            drawdown=report.drawdown, status=risk.status, day=risk.day,
-        )  # fmt: skip
+        record, change = settle(report, tick.marks, engine.account.portfolio, engine.risk)
         return report, record, change

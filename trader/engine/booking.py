@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from structlog.typing import FilteringBoundLogger
 
-from trader.domain import ZERO
+from trader.domain import ZERO, Portfolio
 from trader.engine.account import Account
 from trader.engine.report import EngineHooks, TickReport, announce
 from trader.engine.valuation import current_marks, exposures
 from trader.ledger.trading import TickRecord, TradingLedger
 from trader.market.step import MarketDataStep, TickData
 from trader.risk.engine import RiskEngine
+from trader.risk.state import TradingStatus
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,29 +36,9 @@ class TickBooking:
         account, risk = self.account, self.risk
         # The orders stage valued the same windows and quotes already, when it ran.
         marks = report.marks or current_marks(self.market.windows, data)
-        equity = account.portfolio.equity(marks)
-        exposure = sum(exposures(account.portfolio, marks).values(), ZERO)
-        change = risk.observe_equity(at, equity) or account.halted_by
+        record, change = settle(report, marks, account.portfolio, risk)
+        change = change or account.halted_by
         account.halted_by = None
-        drawdown = risk.drawdown(equity)
-        report.equity, report.status = equity, risk.status
-        report.marks, report.drawdown = marks, drawdown
-        report.daily_loss = risk.daily_loss(equity)
-        record = TickRecord(
-            at=at,
-            outcome=report.outcome,
-            ready=len(report.ready),
-            skipped=report.skipped,
-            timings=report.timings,
-            forecasts=report.forecasts,
-            decisions=report.decisions,
-            equity=equity,
-            cash=account.portfolio.cash,
-            exposure=exposure,
-            drawdown=drawdown,
-            status=risk.status,
-            day=risk.day,
-        )
         try:
             await self.ledger.commit_tick(
                 account.executions, account.portfolio, account.cursor_moves, record, change
@@ -80,3 +62,34 @@ class TickBooking:
             # Memory and ledger may now disagree: nothing trades until a person looks.
             self.risk.halt("a failed tick could not be rolled back", at)
             raise
+
+
+def settle(
+    report: TickReport, marks: dict[str, Decimal], portfolio: Portfolio, risk: RiskEngine
+) -> tuple[TickRecord, TradingStatus | None]:
+    """The tick's end, before the ledger: the portfolio valued at `marks`, the risk engine
+    seeing the equity (its new status when it changes), the report's figures, and the
+    ledger's record of the tick."""
+    equity = portfolio.equity(marks)
+    exposure = sum(exposures(portfolio, marks).values(), ZERO)
+    change = risk.observe_equity(report.at, equity)
+    drawdown = risk.drawdown(equity)
+    report.equity, report.status = equity, risk.status
+    report.marks, report.drawdown = marks, drawdown
+    report.daily_loss = risk.daily_loss(equity)
+    record = TickRecord(
+        at=report.at,
+        outcome=report.outcome,
+        ready=len(report.ready),
+        skipped=report.skipped,
+        timings=report.timings,
+        forecasts=report.forecasts,
+        decisions=report.decisions,
+        equity=equity,
+        cash=portfolio.cash,
+        exposure=exposure,
+        drawdown=drawdown,
+        status=risk.status,
+        day=risk.day,
+    )
+    return record, change

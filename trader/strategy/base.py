@@ -140,5 +140,4 @@ def stand_aside(
     strategy: str, ctx: DecisionContext, reason: str, inputs: Mapping[str, float | str]
 ) -> Decision:
     """No position wanted: "no trade, because ..."; a held position is closed at market."""
-    signal = Signal(strategy, ctx.symbol, ctx.at, Direction.FLAT, reason, inputs)
-    return Decision(signal, AtMarket(Direction.FLAT))
+    return outlined(strategy, ctx, Outline(Direction.FLAT, reason, inputs, None))
