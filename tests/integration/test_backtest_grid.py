@@ -9,8 +9,11 @@ short."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -160,3 +163,41 @@ def test_bad_grid_input_is_refused_before_any_run(tmp_path, args, env, code, say
     assert says in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "cache").exists()  # no run started, no forecast computed
+
+
+def _kill_a_worker(parent: int, deadline: float) -> bool:
+    """SIGKILL the first of `parent`'s spawned pool workers to appear, as the out-of-memory
+    killer would; False if none appeared before `deadline`."""
+    while time.monotonic() < deadline:
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            children = (task / "children").read_text().split() if task.exists() else []
+            for child in children:
+                try:
+                    command = Path(f"/proc/{child}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"spawn_main" in command:
+                    os.kill(int(child), signal.SIGKILL)
+                    return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_grid_worker_that_is_killed_ends_the_grid_with_one_line_saying_so(tmp_path):
+    settings = SETTINGS | {"TRADER_BACKTEST__CACHE_DIR": str(tmp_path / "cache")}
+    command = [
+        TRADER, "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline", *PERIOD, *GRID,
+        "--jobs", "2",
+    ]  # fmt: skip
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=clean_env(**settings), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    ) as process:  # fmt: skip
+        killed = _kill_a_worker(process.pid, time.monotonic() + 300)
+        out, err = process.communicate(timeout=600)
+    assert killed, err
+    assert process.returncode == 1, err
+    assert "a worker process ended abruptly (killed, or out of memory?)" in err
+    assert "runs unfinished (--jobs 1: one after the other, here)" in err
+    assert "Traceback" not in err
+    assert "Deflated Sharpe" not in out  # no table of a grid that did not finish

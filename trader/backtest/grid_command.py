@@ -28,6 +28,7 @@ from trader.backtest.grid import (
 from trader.backtest.grid_report import METRICS, Metric, ranked, terminal, write
 from trader.backtest.grid_runner import RayUnavailable, ray_module, run_jobs
 from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
+from trader.backtest.side_by_side import ChildFailed
 from trader.backtest.trials import TrialResult
 from trader.backtest.walk_forward import Fold, WalkForwardError, folds, parse_spec
 from trader.backtest.walk_forward_report import walk_forward_summary, write_walk_forward
@@ -179,6 +180,8 @@ def _execute(
         return run_jobs(jobs, workers=workers, ray_address=request.ray)
     except RayUnavailable as error:
         raise _Refused(EX_CONFIG, str(error)) from None
+    except ChildFailed as error:
+        raise _Refused(EX_FAILED, f"{error} (--jobs 1: one after the other, here)") from None
     except ValueError as error:  # the data cannot be backtested as it is (too short, ...)
         raise _Refused(EX_DATAERR, str(error)) from None
 

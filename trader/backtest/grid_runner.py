@@ -13,11 +13,13 @@ import logging
 import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from tqdm import tqdm
 
 from trader.backtest.grid import TrialJob
+from trader.backtest.side_by_side import ChildFailed
 from trader.backtest.trials import TrialResult, run_trial
 
 RAY_HINT = "pip install 'trader[ray]' (or pip install 'ray>=2.40') on every machine of the cluster"
@@ -58,9 +60,15 @@ def _in_processes(
     results: list[TrialResult | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
         futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            done(1)
+        try:
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                done(1)
+        except BrokenProcessPool:  # a worker was killed (out of memory?): the pool is lost
+            raise ChildFailed(
+                "a worker process ended abruptly (killed, or out of memory?), "
+                f"{sum(r is None for r in results)} of the grid's {len(jobs)} runs unfinished"
+            ) from None
     return [r for r in results if r is not None]
 
 

@@ -207,9 +207,13 @@ class Order:
         """A copy with `changes`. Only transitions use it, and their own checks keep every
         invariant `__post_init__` checks, so the full re-validation is skipped."""
         order = object.__new__(Order)
-        for name in _FIELDS:
-            object.__setattr__(order, name, changes.get(name, getattr(self, name)))
+        for slot in _SLOTS:  # each field's slot set directly: no frozen __setattr__ per field
+            slot.__set__(order, slot.__get__(self))
+        for name, value in changes.items():
+            _SLOT_OF[name].__set__(order, value)
         return order
 
 
-_FIELDS = tuple(f.name for f in fields(Order))
+# The slots' descriptors, by field: `_evolve` copies an order through them.
+_SLOT_OF = {f.name: Order.__dict__[f.name] for f in fields(Order)}
+_SLOTS = tuple(_SLOT_OF.values())

@@ -53,11 +53,21 @@ _MOVE_CURSOR = (
     "SET last_bar_start = excluded.last_bar_start"
 )
 _SET_STATE = "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)"
+_UPSERT_ORDER = """
+    INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (client_order_id) DO UPDATE SET status = excluded.status,
+        filled_amount = excluded.filled_amount, exchange_order_id = excluded.exchange_order_id,
+        updated_at = excluded.updated_at
+"""
 # Statements that keep one row per key, updated in place: only the last write of each key
 # counts, in the order the keys were first written (a buffered ledger keeps no more).
 LATEST_ONLY: dict[str, Callable[[Sequence[Any]], object]] = {
     _MOVE_CURSOR: operator.itemgetter(0),  # by symbol
     _SET_STATE: lambda row: 1,  # the one row
+    # By client order id: an order's later rows differ from its first only in the columns the
+    # upsert updates (its status, filled amount, exchange id, time), so the last row is the
+    # order as it ended, at the place its first took.
+    _UPSERT_ORDER: operator.itemgetter(0),
 }
 
 
@@ -130,14 +140,6 @@ def _fill(row: Sequence[Any]) -> Fill:
         fid, cid, symbol, Side(side), Decimal(price), Decimal(amount), Decimal(fee), currency,
         Liquidity(liquidity), parse_time(at),
     )  # fmt: skip
-
-
-_UPSERT_ORDER = """
-    INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (client_order_id) DO UPDATE SET status = excluded.status,
-        filled_amount = excluded.filled_amount, exchange_order_id = excluded.exchange_order_id,
-        updated_at = excluded.updated_at
-"""
 
 
 def _write_orders(
