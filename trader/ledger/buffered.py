@@ -9,7 +9,8 @@ Statements of different kinds run grouped by kind, which is the same because the
 statements of different tables never read each other's rows (only the foreign keys of order
 events and fills name orders, and a tick writes its orders before their events and fills).
 Of the statements that keep one row per key in place (the market cursor, the trading
-state: `trading.LATEST_ONLY`) only each key's last write is kept.
+state, an order's upsert: `trading.LATEST_ONLY`) only each key's last write is kept, at the
+place of its first.
 A write the file refuses (a bug, or a full disk) therefore shows when it is written, not at
 the tick that made it: the run then fails as a whole.
 """
