@@ -130,22 +130,6 @@ class ForecastCache:
             (key, json.dumps(description, sort_keys=True)),
         )
 
-    def known(self, keys: Iterable[bytes]) -> set[bytes]:
-        """Which of `keys` the cache holds."""
-        wanted = sorted(keys)  # in the table's order: each batch reads neighbouring pages
-        found: set[bytes] = set()
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            found.update(
-                row[0]
-                for row in self._db.execute(
-                    f"SELECT key FROM forecasts WHERE key IN ({marks})",  # noqa: S608 - placeholders only
-                    chunk,
-                )
-            )
-        return found
-
     def put(self, entries: Iterable[tuple[bytes, Forecast]]) -> None:
         rows = [(key, *forecast_row("", forecast)[1:]) for key, forecast in entries]
         self._db.execute("BEGIN IMMEDIATE")
@@ -160,7 +144,7 @@ class ForecastCache:
 
     def rows(self, keys: Iterable[bytes]) -> dict[bytes, tuple[object, ...]]:
         """The stored rows of `keys` (those the cache holds), for `read_forecast`."""
-        wanted = sorted(keys)  # in the table's order, as `known`
+        wanted = sorted(keys)  # in the table's order: each batch reads neighbouring pages
         found: dict[bytes, tuple[object, ...]] = {}
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]

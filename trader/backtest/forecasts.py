@@ -60,9 +60,12 @@ class CachedForecaster:
         # are served the same (immutable) forecast.
         self._read_back: dict[tuple[str, int], Forecast] = {}
 
-    def load(self, ends: Mapping[str, Sequence[int]]) -> None:
+    def load(
+        self, ends: Mapping[str, Sequence[int]], read: Mapping[bytes, tuple[object, ...]]
+    ) -> None:
         """Read the cached forecasts of the windows closing at `ends` (per symbol, epoch ms)
-        into memory at once: the run then never waits on the cache's file."""
+        into memory at once: the run then never waits on the cache's file. `read`: rows
+        already read from the cache, by entry key (not read again)."""
         for symbol, closes in ends.items():
             by_end = self.windows[symbol].by_end
             keys = {
@@ -70,7 +73,9 @@ class CachedForecaster:
                 for end in closes
                 if (window := by_end.get(end)) is not None
             }
-            for key, row in self.cache.rows(keys).items():
+            rows = {key: read[key] for key in keys if key in read}
+            rows.update(self.cache.rows(key for key in keys if key not in rows))
+            for key, row in rows.items():
                 self._rows[keys[key]] = row
 
     @property
@@ -170,13 +175,14 @@ def forecast_ahead(
     cache.remember_model(key, description)
     use = CacheUse(model.name, description=description)
     todo: list[tuple[SymbolWindows, list[int]]] = []
+    read: dict[bytes, tuple[object, ...]] = {}  # what the cache holds: read once, here
     for symbol, ends in ticks.items():
         symbol_windows = windows[symbol]
         present = [symbol_windows.by_end[e] for e in ends if e in symbol_windows.by_end]
         use.windows += len(present)
         keys = [entry_key(key, w.key) for w in present]
-        have = cache.known(keys)
-        missing = [w.end_ms for w, k in zip(present, keys, strict=True) if k not in have]
+        read.update(cache.rows(keys))
+        missing = [w.end_ms for w, k in zip(present, keys, strict=True) if k not in read]
         use.reused += len(present) - len(missing)
         todo += [(symbol_windows, slots) for slots in symbol_windows.batches(missing, batch)]
     bar = tqdm(
@@ -199,7 +205,7 @@ def forecast_ahead(
         reused=use.reused, placeholders=use.placeholders, batches=use.batches,
     )  # fmt: skip
     served = CachedForecaster(model, windows, cache, key, use)
-    served.load(ticks)
+    served.load(ticks, read)
     return served
 
 
