@@ -38,8 +38,10 @@ from trader.backtest.session import Replay, simulate
 from trader.backtest.side_by_side import fork_refusal, run_side_by_side
 from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
+from trader.backtest.stretch import takes_stretches
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
+from trader.config.trading_settings import StrategySettings
 from trader.cycle_collector import collector_paused
 from trader.domain import Bar, Forecast
 from trader.forecast.protocol import Forecaster
@@ -47,6 +49,7 @@ from trader.logging import get_logger
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
 from trader.runner import forecasters_for, replay_settings, spread_model
+from trader.strategy.select import build_strategy
 
 BUY_AND_HOLD = "buy_and_hold"
 PORTFOLIO = "portfolio"
@@ -204,6 +207,7 @@ def _closes(windows: Mapping[str, SymbolWindows]) -> dict[str, dict[int, float]]
 
 
 Meanwhile = Callable[[], object]  # work for this process while strategies run
+SHORT_RUN_NICENESS = 10  # side by side, how much lower a short run's worker runs
 
 
 @dataclass(frozen=True)
@@ -239,15 +243,26 @@ class _Simulations:
             total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)",
             leave=False, disable=None if progress is None else not progress,
         )  # fmt: skip
+        niceness = run_niceness(self.settings.strategy, strategies)
         with bar:
             done = run_side_by_side(
                 [task(s) for s in strategies], jobs, while_waiting=meanwhile,
-                on_done=lambda _: bar.update(1),
+                on_done=lambda _: bar.update(1), niceness=niceness,
             )  # fmt: skip
         for _, live in done:  # forecasts the workers' runs had to make (none when all cached)
             for forecaster, count in zip(cached, live, strict=True):
                 forecaster.use.live += count
         return {s: run for s, (run, _) in zip(strategies, done, strict=True)}
+
+
+def run_niceness(settings: StrategySettings, strategies: Sequence[str]) -> list[int]:
+    """How much lower each strategy's worker runs side by side. A run that takes quiet
+    stretches is several times shorter than one whose every tick goes through the engine:
+    beside such a long run, the short ones give way (a lower priority, never a wait), so that
+    the longest run, which the wall time is, keeps a core of its own. Alone, or beside runs
+    as short, they take every core as before."""
+    short = [takes_stretches(build_strategy(s, settings)) for s in strategies]
+    return [SHORT_RUN_NICENESS if it and not all(short) else 0 for it in short]
 
 
 async def _simulate_all(

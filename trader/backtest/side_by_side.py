@@ -52,11 +52,11 @@ def default_workers(runs: int) -> int:
 class _Child(Generic[T]):
     """One run in a forked process, its result sent back through a pipe."""
 
-    def __init__(self, index: int, task: Callable[[], T]) -> None:
+    def __init__(self, index: int, task: Callable[[], T], niceness: int = 0) -> None:
         self.index = index
         context = multiprocessing.get_context("fork")
         self.receive, send = context.Pipe(duplex=False)
-        self.process = context.Process(target=_serve, args=(task, send), daemon=True)
+        self.process = context.Process(target=_serve, args=(task, send, niceness), daemon=True)
         with tqdm.get_lock():  # never inherited locked (see the module's note)
             self.process.start()
         send.close()  # the child's end: EOF here once the child has gone
@@ -88,7 +88,9 @@ class _Child(Generic[T]):
         return result
 
 
-def _serve(task: Callable[[], Any], send: Connection) -> None:
+def _serve(task: Callable[[], Any], send: Connection, niceness: int) -> None:
+    if niceness:
+        os.nice(niceness)  # only ever lowered: any process may
     try:
         outcome: tuple[str, Any] = ("ok", task())
     except BaseException as error:  # handed to the parent, which raises it
@@ -108,14 +110,18 @@ def run_side_by_side(
     *,
     while_waiting: Callable[[], object] | None = None,
     on_done: Callable[[int], object] | None = None,
+    niceness: Sequence[int] | None = None,
 ) -> list[T]:
     """Each task's result, in the tasks' order, each task run in a forked child, `workers` at
     a time. `while_waiting`: work for this process once the first children have started
-    (it would otherwise sit idle); `on_done(i)`: told as task i's result arrives. A task that
-    fails raises what it raised (or `ChildFailed`) once the children running have ended."""
+    (it would otherwise sit idle); `on_done(i)`: told as task i's result arrives;
+    `niceness[i]`: how much lower task i's child runs than this process (0: as this one).
+    A task that fails raises what it raised (or `ChildFailed`) once the children running
+    have ended."""
     results: dict[int, T] = {}
     failures: list[BaseException] = []
-    queue = list(enumerate(tasks))
+    lower = list(niceness) if niceness is not None else [0] * len(tasks)
+    queue = [(i, task, lower[i]) for i, task in enumerate(tasks)]
     running: dict[Connection, _Child[T]] = {}  # by the pipe its result comes through
 
     def start() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import TypeGuard
 
 from trader.backtest.forecasts import CachedForecaster
 from trader.domain import Bar, Forecast, Quote, Signal
@@ -43,7 +44,7 @@ from trader.market.planned_step import PlannedDataStep
 from trader.market.replay_plan import SymbolTick
 from trader.risk.engine import Verdict
 from trader.risk.state import TradingStatus
-from trader.strategy.base import Outlined, Outlook
+from trader.strategy.base import Outlined, Outlook, Strategy
 
 # Ticks booked per call at most: the progress bar and the hooks hear of them at that pace.
 LONGEST = 256
@@ -61,6 +62,12 @@ class _Quiet:
     forecasts: list[Forecast]
     signals: list[Signal]
     refusals: list[tuple[Intent, Verdict]]
+
+
+def takes_stretches(strategy: Strategy) -> TypeGuard[Outlined]:
+    """Whether a run of `strategy` can take quiet stretches: it decides from its outline (a
+    strategy that rests orders, or gates on several models, has every tick in the engine)."""
+    return isinstance(strategy, Outlined)
 
 
 class QuietStretch:
@@ -85,7 +92,7 @@ class QuietStretch:
         ticks, a planned data step, cached forecasts) and strategies that outline."""
         market, strategies = engine.market, engine.strategies
         forecasters = [f for f in engine.forecasters if isinstance(f, CachedForecaster)]
-        outlined = {s: each for s, each in strategies.items() if isinstance(each, Outlined)}
+        outlined = {s: each for s, each in strategies.items() if takes_stretches(each)}
         if (
             engine.quiet is None
             or not isinstance(market, PlannedDataStep)

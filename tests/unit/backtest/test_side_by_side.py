@@ -7,7 +7,9 @@ import time
 
 import pytest
 
+from trader.backtest.run import run_niceness
 from trader.backtest.side_by_side import ChildFailed, fork_refusal, run_side_by_side
+from trader.config.trading_settings import StrategySettings
 
 pytestmark = pytest.mark.skipif(fork_refusal() is not None, reason="this platform cannot fork")
 
@@ -81,3 +83,24 @@ def test_no_worker_outlives_a_failure_here(tmp_path):
     for pid in map(int, pids.read_text().split()):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_a_task_given_niceness_runs_that_much_lower():
+    here = os.nice(0)
+    lowered = run_side_by_side([lambda: os.nice(0)] * 3, 3, niceness=[10, 0, 3])
+    assert lowered == [min(here + 10, 19), here, min(here + 3, 19)]  # 19: the lowest there is
+
+
+@pytest.mark.parametrize(
+    ("strategies", "consensus", "niceness"),
+    [
+        (["simple", "ci_guard", "maxdiff"], False, [10, 10, 0]),  # the short give way
+        (["maxdiff", "simple"], False, [0, 10]),
+        (["simple", "ci_guard"], False, [0, 0]),  # all as short: none gives way
+        (["maxdiff"], False, [0]),
+        (["simple", "maxdiff"], True, [0, 0]),  # a consensus gate: every tick in the engine
+    ],
+)
+def test_short_runs_give_way_to_the_long_ones_beside_them(strategies, consensus, niceness):
+    settings = StrategySettings(consensus=consensus)
+    assert run_niceness(settings, strategies) == niceness
