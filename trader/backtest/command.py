@@ -102,7 +102,11 @@ def run_backtest_command(
     settings = load(layer).settings
     # Imported here: numpy, matplotlib and the engine load only for this verb.
     from trader.backtest.findings import findings  # noqa: PLC0415
-    from trader.backtest.report import terminal_summary, write_report  # noqa: PLC0415
+    from trader.backtest.report import (  # noqa: PLC0415
+        forecast_plots,
+        terminal_summary,
+        write_report,
+    )
 
     if request.model:
         settings = settings.model_copy(
@@ -111,14 +115,18 @@ def run_backtest_command(
     strategies = list(dict.fromkeys(request.strategies or settings.backtest.strategies))
     if request.is_grid:
         return _grid(request, settings, recordings, strategies)
+    out, drawn = request.out, []  # the forecasts' plots, drawn while the strategies run
     try:
-        result = _backtest(request, settings, recordings, strategies)
+        result = _backtest(
+            request, settings, recordings, strategies,
+            (lambda done: drawn.append(forecast_plots(done, out))) if out else None,
+        )  # fmt: skip
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
     sys.stdout.write(terminal_summary(result, accepted=request.allow_skips))
     if request.out:
-        write_report(result, request.out)
+        write_report(result, request.out, drawn[0] if drawn else None)
         sys.stdout.write(f"report: {request.out / 'report.html'} (and report.md, stats.json)\n")
     else:
         sys.stdout.write("(--out DIR writes the report, its plots and the ledgers)\n")
@@ -137,6 +145,7 @@ def _backtest(
     settings: Settings,
     recordings: list[Recording],
     strategies: list[str],
+    meanwhile: Callable[[Backtest], object] | None,
 ) -> Backtest:
     """The backtest asked for; `_Refused` where it could not be run or finished."""
     from trader.backtest.prepare import Period  # noqa: PLC0415
@@ -153,6 +162,7 @@ def _backtest(
                 period=Period(request.begin, request.end),
                 ledgers=request.out / "ledgers" if request.out else None,
                 jobs=request.jobs or default_workers(len(strategies)),
+                meanwhile=meanwhile,
             )
         )
     except ModelUnavailable as error:

@@ -293,9 +293,9 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
     return blocks
 
 
-def _plots(result: Backtest, folder: Path) -> dict[str, list[Image]]:
+def _plots(result: Backtest, folder: Path, forecast: list[Image] | None) -> dict[str, list[Image]]:
     # matplotlib loads only for a report written to files (a second or so).
-    from trader.backtest.plots import band_plot, calibration_plot, equity_plot  # noqa: PLC0415
+    from trader.backtest.plots import equity_plot  # noqa: PLC0415
 
     images: dict[str, list[Image]] = {"equity": [], "forecast": []}
     for symbol in [*result.symbols, *([PORTFOLIO] if len(result.symbols) > 1 else [])]:
@@ -305,6 +305,17 @@ def _plots(result: Backtest, folder: Path) -> dict[str, list[Image]]:
         title = f"{symbol}: equity after costs, and drawdown"
         equity_plot(folder / name, title, result.ticks_ms, curves, hold)
         images["equity"].append(Image(name, title))
+    images["forecast"] = forecast if forecast is not None else forecast_plots(result, folder)
+    return images
+
+
+def forecast_plots(result: Backtest, folder: Path) -> list[Image]:
+    """The forecasts' plots (band and calibration) in `folder`: they need no strategy's run,
+    so a backtest can draw them while its strategies run (`run_backtest`'s `meanwhile`)."""
+    from trader.backtest.plots import band_plot, calibration_plot  # noqa: PLC0415
+
+    folder.mkdir(parents=True, exist_ok=True)
+    images = []
     for quality in result.quality:
         model, symbol = quality.model, quality.symbol
         forecasts = result.bands.get((model, symbol), [])
@@ -313,11 +324,11 @@ def _plots(result: Backtest, folder: Path) -> dict[str, list[Image]]:
             ahead = f"{forecasts[0].steps} bar{'s' if forecasts[0].steps > 1 else ''} ahead"
             title = f"{symbol}: {model} forecast of the close {ahead}, last {len(forecasts)} bars"
             band_plot(folder / name, title, forecasts, result.closes[symbol])
-            images["forecast"].append(Image(name, title))
+            images.append(Image(name, title))
         name = f"calibration_{model}_{_slug(symbol)}.png"
         title = f"{symbol}: {model} calibration over {quality.forecasts:,} forecasts"
         calibration_plot(folder / name, title, quality)
-        images["forecast"].append(Image(name, title))
+        images.append(Image(name, title))
     return images
 
 
@@ -374,10 +385,13 @@ def statistics_json(result: Backtest) -> dict[str, Any]:
     }
 
 
-def write_report(result: Backtest, folder: Path) -> list[Path]:
-    """report.md, report.html, stats.json and the plots in `folder`; the files written."""
+def write_report(
+    result: Backtest, folder: Path, forecast_images: list[Image] | None = None
+) -> list[Path]:
+    """report.md, report.html, stats.json and the plots in `folder`; the files written.
+    `forecast_images`: the forecasts' plots, if already drawn there (`forecast_plots`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    images = _plots(result, folder)
+    images = _plots(result, folder, forecast_images)
     blocks = _blocks(result, images)
     title = f"Backtest {', '.join(result.symbols)} {result.settings.market.timeframe}"
     written = [folder / image.file for group in images.values() for image in group]

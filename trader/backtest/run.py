@@ -129,6 +129,7 @@ async def run_backtest(
     reference: bool = False,
     shared: tuple[Prepared, Sequence[CachedForecaster]] | None = None,
     jobs: int = 1,
+    meanwhile: Callable[[Backtest], object] | None = None,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
@@ -137,7 +138,9 @@ async def run_backtest(
     run (`session.simulate`) must equal; slower. `shared`: what an earlier run on the same
     files, period and market and forecast settings prepared and forecast (a grid's worker
     keeps it for its next runs). `jobs`: strategies run side by side in that many worker
-    processes (`side_by_side`), with the same figures."""
+    processes (`side_by_side`), with the same figures. `meanwhile`: work for this process
+    once the forecasts' quality is known, while the strategies run (a report's forecast
+    plots; with one job, after them)."""
     with collector_paused():  # many objects, no cycles: see trader.cycle_collector
         log = get_logger("trader.backtest")
         if shared is None:
@@ -174,7 +177,7 @@ async def run_backtest(
                     )
                     runs = await _simulate_all(
                         simulations, strategies, jobs, progress,
-                        lambda: _forecasts(result, cached, wanted),
+                        lambda: _forecasts(result, cached, wanted, meanwhile),
                     )  # fmt: skip
                 else:  # or a calendar that does not cover its data: as the daemon replays
                     runs = {}
@@ -183,7 +186,7 @@ async def run_backtest(
                             settings, replay, cached, strategy, folder / _ledger_name(strategy),
                             begin=times[0], end=times[-1], ticks=len(times), progress=progress,
                         )  # fmt: skip
-                    _forecasts(result, cached, wanted)
+                    _forecasts(result, cached, wanted, meanwhile)
                 for strategy in strategies:
                     run = result.runs[strategy] = runs[strategy]
                     log.info(
@@ -393,8 +396,12 @@ def _first_tradable(result: Backtest, symbol: str) -> int:
 
 
 def _forecasts(
-    result: Backtest, cached: Sequence[CachedForecaster], wanted: Mapping[str, Sequence[int]]
+    result: Backtest,
+    cached: Sequence[CachedForecaster],
+    wanted: Mapping[str, Sequence[int]],
+    then: Callable[[Backtest], object] | None,
 ) -> None:
+    """The forecasts' quality and bands; then `then` (the caller's work meanwhile)."""
     for forecaster in cached:
         for symbol, ends in wanted.items():
             forecasts = [f for e in ends if (f := forecaster.cached(symbol, e)) is not None]
@@ -402,3 +409,5 @@ def _forecasts(
             if quality is not None:
                 result.quality.append(quality)
             result.bands[forecaster.name, symbol] = forecasts[-BAND_BARS:]
+    if then is not None:
+        then(result)
