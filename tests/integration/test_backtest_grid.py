@@ -191,10 +191,14 @@ def test_a_grid_worker_that_is_killed_ends_the_grid_with_one_line_saying_so(tmp_
     ]  # fmt: skip
     with subprocess.Popen(
         command, cwd=tmp_path, env=clean_env(**settings), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     ) as process:  # fmt: skip
-        killed = _kill_a_worker(process.pid, time.monotonic() + 300)
-        out, err = process.communicate(timeout=600)
+        try:
+            killed = _kill_a_worker(process.pid, time.monotonic() + 120)
+            out, err = process.communicate(timeout=120)
+        finally:  # a grid that hangs fails this test, it never hangs the suite
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
     assert killed, err
     assert process.returncode == 1, err
     assert "a worker process ended abruptly (killed, or out of memory?)" in err

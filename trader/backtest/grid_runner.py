@@ -59,12 +59,17 @@ def _in_processes(
     context = multiprocessing.get_context("spawn")
     results: list[TrialResult | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
-        futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
         try:
+            futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 done(1)
         except BrokenProcessPool:  # a worker was killed (out of memory?): the pool is lost
+            # The pool ends its other workers itself, but not one it was starting meanwhile
+            # (a worker died while the others started), and would then wait for that one
+            # forever on leaving the `with`.
+            for worker in multiprocessing.active_children():
+                worker.kill()
             raise ChildFailed(
                 "a worker process ended abruptly (killed, or out of memory?), "
                 f"{sum(r is None for r in results)} of the grid's {len(jobs)} runs unfinished"

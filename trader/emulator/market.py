@@ -70,6 +70,11 @@ class EmulatedMarket:
     def replace_bars(self, venue_id: str, bars: Sequence[Bar]) -> None:
         self.add_listing(self._series[venue_id].instrument, bars)
 
+    def withhold(self, venue_id: str, start: datetime) -> None:
+        """Never publish the bar that opens at `start`, as an exchange that drops a candle."""
+        series = self._series[venue_id]
+        self.replace_bars(venue_id, [bar for bar in series.bars if bar.start != start])
+
     @property
     def instruments(self) -> list[Instrument]:
         return [series.instrument for series in self._series.values()]
