@@ -53,9 +53,9 @@ from trader.market.replay_calendars import replay_calendars
 from trader.market.replay_plan import plan_replay
 from trader.runner import replay_settings, spread_model, tick_times
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
 DEFAULT_DATA = Path(
-    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 
 

@@ -31,7 +31,7 @@ from trader.domain import from_epoch_ms
 from trader.market.replay import read_recording
 
 DEFAULT_DATA = Path(
-    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 TRADER = Path(sys.executable).parent / "trader"
 GRID = (
@@ -43,8 +43,7 @@ KEEP = ("run", "strategy", "params", "sharpe", "total_return", "max_drawdown", "
 
 def backtest(path: Path, cache: Path, *args: str) -> float:
     """Seconds `trader backtest --data path ...args` took."""
-    env = {k: v for k, v in os.environ.items() if k != "TRADER_SHARED_DATA"}  # not a setting
-    env["TRADER_BACKTEST__CACHE_DIR"] = str(cache)
+    env = os.environ | {"TRADER_BACKTEST__CACHE_DIR": str(cache)}
     began = time.perf_counter()
     done = subprocess.run(
         [str(TRADER), "backtest", "--data", str(path), "--model", "baseline", *args],

@@ -38,13 +38,9 @@ from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.replay import read_recording
 from trader.market.retry import RetryPolicy
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
 DEFAULT_DATA = (
-    Path(
-        os.environ.get(
-            "TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
-        )
-    )
+    Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     / "SOLUSDT_1h.csv"
 )
 KEY, SECRET = "bench-key", "bench-secret-0123456789"

@@ -57,8 +57,8 @@ from trader.forecast.toto import TotoForecaster  # noqa: E402
 from trader.forecast.toto.config import TotoConfig  # noqa: E402
 from trader.forecast.toto.model import TotoModel  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
+DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 TRADER = str(Path(sys.executable).parent / "trader")
 LEVELS = (0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9)
 MONTH_TICKS = 30 * 24

@@ -26,13 +26,9 @@ from pathlib import Path
 from trader.config import load_settings
 from trader.domain import Bar, Fill, Liquidity, Portfolio, Side, Timeframe
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
 DEFAULT_DATA = (
-    Path(
-        os.environ.get(
-            "TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"
-        )
-    )
+    Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     / "SOLUSDT_1h.csv"
 )
 

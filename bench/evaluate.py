@@ -31,9 +31,7 @@ from trader.logging import configure_logging
 from trader.market.replay import Recording, read_recording
 from trader.skill import as_returns, score
 
-SHARED = Path(
-    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
+SHARED = Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def main() -> int:

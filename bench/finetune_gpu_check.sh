@@ -67,7 +67,7 @@ if ! PIP_BREAK_SYSTEM_PACKAGES=1 $PY -m pip install --disable-pip-version-check 
 fi
 $PY -c 'import torch; print("torch after installing:", torch.__version__)'
 
-DATA=${TRADER_SHARED_DATA:-../shared/data}/SOLUSDT_1h.csv
+DATA=${BENCH_DATA:-../shared/data}/SOLUSDT_1h.csv
 [ -f "$DATA" ] || DATA=tests/data/SOLUSDT_1h.csv.gz  # the excerpt in the repository
 cat > "$OUT/finetune.toml" <<'TOML'
 [finetune]

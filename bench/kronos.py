@@ -56,8 +56,8 @@ from trader.forecast.kronos.predictor import KronosForecaster  # noqa: E402
 from trader.forecast.kronos.sampling import Sampling  # noqa: E402
 from trader.forecast.protocol import ForecastRequest  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
+DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "XSHG_600977_5min.csv"
 SAMPLED = {"T": 1.0, "top_k": 0, "top_p": 0.9}
 GREEDY = {"T": 1.0, "top_k": 1, "top_p": 1.0}

@@ -40,9 +40,9 @@ from trader.market.quotes import FixedSpread
 from trader.market.replay import ReplayMarketData, read_recording
 from trader.market.step import MarketDataStep
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
 DEFAULT_DATA = Path(
-    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 
 

@@ -6,7 +6,7 @@ market settings), timed over `--repeats` runs (the median, and the fastest). Fil
 SOLUSDT_1h.csv (crypto, always open) and, where it is there, XSHG_600977_5min.csv (a stock
 market with sessions and a lunch break).
 
-    TRADER_SHARED_DATA=/work/shared/data .venv/bin/python bench/replay_plan.py [--repeats N]
+    BENCH_DATA=/work/shared/data .venv/bin/python bench/replay_plan.py [--repeats N]
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from trader.market.replay_calendars import replay_calendars
 from trader.market.replay_plan import plan_replay
 from trader.runner import replay_settings, spread_model, tick_times
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
 DEFAULT_DATA = Path(
-    os.environ.get("TRADER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
 FILES = {"SOLUSDT_1h.csv": None, "XSHG_600977_5min.csv": "600977/CNY"}
 
@@ -77,7 +77,7 @@ def main() -> None:
     configure_logging(LogSettings(level="ERROR", format="json"), stream=open(os.devnull, "w"))  # noqa: SIM115
     found = {name: args.data / name for name in FILES if (args.data / name).is_file()}
     if "SOLUSDT_1h.csv" not in found:
-        print(f"no SOLUSDT_1h.csv in {args.data} (set TRADER_SHARED_DATA)", file=sys.stderr)
+        print(f"no SOLUSDT_1h.csv in {args.data} (set BENCH_DATA)", file=sys.stderr)
         raise SystemExit(66)
     out = {
         "repeats": args.repeats,

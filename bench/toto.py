@@ -50,8 +50,8 @@ from trader.forecast.oneshot import read_bars  # noqa: E402
 from trader.forecast.protocol import ForecastRequest  # noqa: E402
 from trader.forecast.toto import TotoForecaster, load_toto  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $TRADER_SHARED_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
+DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "SOLUSDT_1h.csv"
 VARIATES = ("close", "high", "low")
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -36,7 +36,7 @@ from trader.forecast.toto2 import load_toto2  # noqa: E402
 from trader.forecast.toto2.decode import Inputs, forecast_knots  # noqa: E402
 from trader.forecast.toto2.presets import PRESETS, preset_config  # noqa: E402
 
-DEFAULT_DATA = Path(os.environ.get("TRADER_SHARED_DATA", ROOT.parent / "shared" / "data"))
+DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "SOLUSDT_1h.csv"
 VARIATES = ("close", "high", "low")
 CASES = [("4m", 64, 0), ("4m", 256, 128), ("22m", 64, 0), ("22m", 256, 128), ("313m", 64, 0)]
