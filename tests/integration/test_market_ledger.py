@@ -32,6 +32,25 @@ async def test_the_ledger_opens_in_wal_mode_at_the_latest_schema(tmp_path):
     await reopened.close()
 
 
+async def test_a_ledger_of_schema_5_keeps_its_orders_and_loses_the_open_orders_index(tmp_path):
+    path = tmp_path / "ledger.sqlite3"
+    with sqlite3.connect(path) as connection:
+        connection.executescript("".join(MIGRATIONS[:5]))
+        connection.execute(
+            "INSERT INTO orders VALUES ('c1', 'simple', 'SOL/USDT', 'buy', 'limit', '1', '20', "
+            "'2024-01-01T00:00:00+00:00', NULL, 'open', '0', NULL, '2024-01-01T00:00:00+00:00')"
+        )
+        connection.execute("PRAGMA user_version = 5")
+    database = await Database.open(path)
+    indexes = await database.run(
+        lambda c: c.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'orders'").fetchall()
+    )
+    orders = await database.run(lambda c: c.execute("SELECT * FROM orders").fetchall())
+    await database.close()
+    assert ("orders_open",) not in indexes
+    assert [order[0] for order in orders] == ["c1"]
+
+
 async def test_a_ledger_from_a_newer_trader_is_refused(tmp_path):
     path = tmp_path / "ledger.sqlite3"
     with sqlite3.connect(path) as connection:
