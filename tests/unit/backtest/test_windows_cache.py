@@ -75,6 +75,16 @@ def test_a_windows_key_changes_with_its_bars_and_only_with_them():
         assert (changed.by_end[end].key != window.key) is touches
 
 
+def test_a_windows_key_is_the_same_in_any_recording_that_holds_its_bars():
+    rows = recording(3000).rows  # thousands of windows: their keys are hashed by threads
+    long = windows_of(Recording("SOL/USDT", Timeframe("1h"), rows, Path("a.csv")))
+    short = windows_of(Recording("SOL/USDT", Timeframe("1h"), rows[2900:], Path("b.csv")))
+    assert len(long.by_end) > 1000 > len(short.by_end) > 0
+    for end, window in short.by_end.items():
+        assert long.by_end[end].key == window.key
+    assert len({window.key for window in long.by_end.values()}) == len(long.by_end)
+
+
 def test_batches_are_slots_of_the_clock_whatever_the_data_holds():
     windows = windows_of(recording(100), 8)
     sparse = windows_of(recording(100, bad={50}, missing={70}), 8)
