@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from backtesting import Backtest, Strategy
+from harness import SHARED_DATA
 
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, forecast_ahead
@@ -52,11 +53,6 @@ from trader.market.replay import Recording, read_recording
 from trader.market.replay_calendars import replay_calendars
 from trader.market.replay_plan import plan_replay
 from trader.runner import replay_settings, spread_model, tick_times
-
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(
-    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
 
 
 def signal_strategy(hurdle_bps: float, fraction: float) -> type[Strategy]:
@@ -230,7 +226,7 @@ async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--quick", action="store_true", help="the first 3,000 bars")
     parser.add_argument("--repeats", type=int, default=1, help="median of this many runs")
     parser.add_argument(

@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import SHARED_DATA
+
 from trader.domain import from_epoch_ms
 from trader.market.replay import read_recording
 
-DEFAULT_DATA = Path(
-    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
 TRADER = Path(sys.executable).parent / "trader"
 GRID = (
     "--strategy", "simple", "ci_guard", "--grid", "strategy.position_fraction=0.1,0.2",
@@ -73,7 +72,7 @@ def figures(out: Path) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--from", dest="begin", help="first tick (default: the whole file)")
     parser.add_argument("--quick", action="store_true", help="the file's last 500 bars")
     args = parser.parse_args()

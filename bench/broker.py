@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import time
@@ -23,6 +22,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+
+from harness import SHARED_DATA
 
 from trader.broker.live.broker import LiveBroker
 from trader.broker.paper import PaperBroker
@@ -38,11 +39,7 @@ from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.replay import read_recording
 from trader.market.retry import RetryPolicy
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = (
-    Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    / "SOLUSDT_1h.csv"
-)
+DEFAULT_DATA = SHARED_DATA / "SOLUSDT_1h.csv"
 KEY, SECRET = "bench-key", "bench-secret-0123456789"
 SYMBOL = "SOL/USDT"
 

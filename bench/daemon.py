@@ -42,6 +42,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
+from bench.harness import SHARED_DATA  # noqa: E402
 from tests.integration.toto_reference import PUBLISHED, SMALL  # noqa: E402
 from tests.unit.forecast.toto.builders import write  # noqa: E402
 from trader.daemon.inference import (  # noqa: E402
@@ -57,8 +58,6 @@ from trader.forecast.toto import TotoForecaster  # noqa: E402
 from trader.forecast.toto.config import TotoConfig  # noqa: E402
 from trader.forecast.toto.model import TotoModel  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 TRADER = str(Path(sys.executable).parent / "trader")
 LEVELS = (0.1, 0.2, 0.4, 0.5, 0.6, 0.8, 0.9)
 MONTH_TICKS = 30 * 24
@@ -246,7 +245,7 @@ def random_model_state(config: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--size", choices=["published", "small"], default="published")
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--samples", type=int, default=256)

@@ -14,7 +14,6 @@ import argparse
 import csv
 import gzip
 import json
-import os
 import statistics
 import sys
 import time
@@ -23,14 +22,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
+from harness import SHARED_DATA
+
 from trader.config import load_settings
 from trader.domain import Bar, Fill, Liquidity, Portfolio, Side, Timeframe
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = (
-    Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    / "SOLUSDT_1h.csv"
-)
+DEFAULT_DATA = SHARED_DATA / "SOLUSDT_1h.csv"
 
 
 def best_of(repeats: int, work: Callable[[], object]) -> float:

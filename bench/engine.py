@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import SHARED_DATA
+
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
 from trader.domain import Forecast
@@ -32,11 +34,6 @@ from trader.forecast.protocol import FIELDS, ForecastRequest
 from trader.logging import configure_logging
 from trader.market.replay import Recording, read_recording
 from trader.runner import run_replay
-
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(
-    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
 
 
 class BandForecaster:
@@ -139,7 +136,7 @@ async def bench(
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from harness import SHARED_DATA
 
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
@@ -31,12 +31,10 @@ from trader.logging import configure_logging
 from trader.market.replay import Recording, read_recording
 from trader.skill import as_returns, score
 
-SHARED = Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=SHARED / "SOLUSDT_1h.csv")
+    parser.add_argument("--data", type=Path, default=SHARED_DATA / "SOLUSDT_1h.csv")
     parser.add_argument("--bars", type=int, default=8760 + 512 + 24)
     args = parser.parse_args()
     configure_logging(LogSettings(level="WARNING", format="json"))

@@ -1,5 +1,5 @@
-"""What the model benches share: timing after warm-up, and one fresh worker process per case
-so that each case's peak RSS is its own."""
+"""What the benches share: where the full recordings are, timing after warm-up, and one fresh
+worker process per case so that each case's peak RSS is its own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them (a name
+# outside the daemon's TRADER_ settings, which refuse one they do not know).
+SHARED_DATA = Path(
+    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def rss_mb() -> float:

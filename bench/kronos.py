@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,7 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import peak_rss_mb, reset_peak_rss, rss_mb  # noqa: E402
+from bench.harness import SHARED_DATA, peak_rss_mb, reset_peak_rss, rss_mb  # noqa: E402
 from tests.integration.kronos_reference import (  # noqa: E402
     SMALL,
     Checkpoints,
@@ -56,8 +55,6 @@ from trader.forecast.kronos.predictor import KronosForecaster  # noqa: E402
 from trader.forecast.kronos.sampling import Sampling  # noqa: E402
 from trader.forecast.protocol import ForecastRequest  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "XSHG_600977_5min.csv"
 SAMPLED = {"T": 1.0, "top_k": 0, "top_p": 0.9}
 GREEDY = {"T": 1.0, "top_k": 1, "top_p": 1.0}
@@ -152,7 +149,7 @@ def case(args: argparse.Namespace, checkpoints: Path, implementation: str, **kw:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=2, help="untimed runs before timing")

@@ -20,13 +20,14 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import statistics
 import sys
 import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+
+from harness import SHARED_DATA
 
 from trader.clock import SimulatedClock
 from trader.config.daemon_settings import LogSettings
@@ -39,11 +40,6 @@ from trader.market.hygiene import parse_row
 from trader.market.quotes import FixedSpread
 from trader.market.replay import ReplayMarketData, read_recording
 from trader.market.step import MarketDataStep
-
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(
-    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
 
 
 async def bench_replay(path: Path, limit: int | None, context: int) -> dict[str, float]:
@@ -160,7 +156,7 @@ async def bench_exchange(
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     args = parser.parse_args()
     # The gap case logs its skips; stdout carries the JSON alone.

@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import SHARED_DATA
+
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
 from trader.logging import configure_logging
@@ -29,10 +31,6 @@ from trader.market.replay_calendars import replay_calendars
 from trader.market.replay_plan import plan_replay
 from trader.runner import replay_settings, spread_model, tick_times
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(
-    os.environ.get("BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
-)
 FILES = {"SOLUSDT_1h.csv": None, "XSHG_600977_5min.csv": "600977/CNY"}
 
 
@@ -71,7 +69,7 @@ def bench_file(path: Path, symbol: str | None, repeats: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     configure_logging(LogSettings(level="ERROR", format="json"), stream=open(os.devnull, "w"))  # noqa: SIM115

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
-from bench.harness import median_ms, rss_mb, run_worker  # noqa: E402
+from bench.harness import SHARED_DATA, median_ms, rss_mb, run_worker  # noqa: E402
 from tests.integration.toto_reference import (  # noqa: E402
     PUBLISHED,
     SMALL,
@@ -50,8 +49,6 @@ from trader.forecast.oneshot import read_bars  # noqa: E402
 from trader.forecast.protocol import ForecastRequest  # noqa: E402
 from trader.forecast.toto import TotoForecaster, load_toto  # noqa: E402
 
-# The full recordings (tests use excerpts in tests/data/); $BENCH_DATA moves them.
-DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "SOLUSDT_1h.csv"
 VARIATES = ("close", "high", "low")
 LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -169,7 +166,7 @@ def batching(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--quick", action="store_true", help="small model and sizes: a smoke test")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")

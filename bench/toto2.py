@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -29,14 +28,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
-from bench.harness import median_ms, run_worker  # noqa: E402
+from bench.harness import SHARED_DATA, median_ms, run_worker  # noqa: E402
 from tests.integration.toto2_reference import reference_python, run  # noqa: E402
 from trader.forecast.random_weights import TOTO2_SMALL  # noqa: E402
 from trader.forecast.toto2 import load_toto2  # noqa: E402
 from trader.forecast.toto2.decode import Inputs, forecast_knots  # noqa: E402
 from trader.forecast.toto2.presets import PRESETS, preset_config  # noqa: E402
 
-DEFAULT_DATA = Path(os.environ.get("BENCH_DATA", ROOT.parent / "shared" / "data"))
 DATA = "SOLUSDT_1h.csv"
 VARIATES = ("close", "high", "low")
 CASES = [("4m", 64, 0), ("4m", 256, 128), ("22m", 64, 0), ("22m", 256, 128), ("313m", 64, 0)]
@@ -190,7 +188,7 @@ def side_by_side(
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--data", type=Path, default=SHARED_DATA)
     parser.add_argument("--synthetic", action="store_true", help="a random walk, not --data")
     parser.add_argument("--conformance", action="store_true", help="also check the quantiles")
     parser.add_argument("--quick", action="store_true", help="a small model: a smoke test")
