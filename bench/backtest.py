@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from backtesting import Backtest, Strategy
-from harness import SHARED_DATA
+from harness import SHARED_DATA, interpreter
 
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, forecast_ahead
@@ -243,7 +243,7 @@ def main() -> int:
         recording = Recording(
             recording.symbol, recording.timeframe, recording.rows[:3000], recording.path
         )
-    report: dict[str, Any] = {"python": sys.version.split()[0], "quick": args.quick}
+    report: dict[str, Any] = {**interpreter(), "quick": args.quick}
     report |= asyncio.run(bench(recording, repeats=args.repeats, cache=args.cache))
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")

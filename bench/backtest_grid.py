@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import SHARED_DATA
+from harness import SHARED_DATA, interpreter
 
 from trader.domain import from_epoch_ms
 from trader.market.replay import read_recording
@@ -96,7 +96,7 @@ def main() -> int:
         alone = backtest(path, cache, *period, "--jobs", "1", "--out", str(folder / "alone"))
         same = figures(folder / "side") == figures(folder / "alone")
     report = {
-        "python": sys.version.split()[0],
+        **interpreter(),
         "file": path.name,
         "period_from": args.begin,
         "runs": len(runs_one),

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from harness import SHARED_DATA
+from harness import SHARED_DATA, interpreter
 
 from trader.config import load_settings
 from trader.domain import Bar, Fill, Liquidity, Portfolio, Side, Timeframe
@@ -138,7 +138,7 @@ def main() -> int:
     rows = read_rows(args.data, limit)
     report = {
         "data": args.data.name,
-        "python": sys.version.split()[0],
+        **interpreter(),
         **bench_bars(rows, repeats),
         **bench_fills(rows, repeats),
         **bench_settings(repeats * 4),

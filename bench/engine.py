@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import SHARED_DATA
+from harness import SHARED_DATA, interpreter
 
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
@@ -147,7 +147,7 @@ async def main() -> int:
         return 2
     recording = read_recording(path)
     ticks = 20 if args.quick else args.ticks
-    report: dict[str, object] = {"python": sys.version.split()[0], "ticks": ticks}
+    report: dict[str, object] = {**interpreter(), "ticks": ticks}
     # ci_guard: decides every tick, seldom trades. maxdiff: replaces two resting orders per
     # symbol every tick, the busiest the ledger gets.
     for strategy in ("ci_guard", "maxdiff"):

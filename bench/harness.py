@@ -20,6 +20,14 @@ SHARED_DATA = Path(
 )
 
 
+def interpreter() -> dict[str, str]:
+    """Which Python ran the bench: its version, and the interpreter under the virtualenv (its
+    build counts: an unoptimised one, e.g. pyenv's default, runs our Python code about a
+    fifth slower than a distribution's profile-guided one)."""
+    executable = getattr(sys, "_base_executable", sys.executable)
+    return {"python": sys.version.split()[0], "python_executable": os.path.realpath(executable)}
+
+
 def rss_mb() -> float:
     """This process's resident memory now."""
     with open("/proc/self/statm") as statm:

@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from harness import SHARED_DATA
+from harness import SHARED_DATA, interpreter
 
 from trader.clock import SimulatedClock
 from trader.config.daemon_settings import LogSettings
@@ -167,7 +167,7 @@ async def main() -> int:
         sys.stderr.write(f"no {path}: pass --data DIR or FILE\n")
         return 2
     report = {
-        "python": sys.version.split()[0],
+        **interpreter(),
         **await bench_replay(path, 1200 if args.quick else None, 64 if args.quick else 512),
         **await bench_gap(path, 1200 if args.quick else None, 64 if args.quick else 512),
         # ccxt's rate limiter on (as the daemon runs) and off (the code's own cost).
