@@ -8,8 +8,7 @@ and a spread, every strategy (maxdiff's resting limits filled in parts by a smal
 share), the risk engine refusing orders and a loss limit halting them; an A-share stock in
 its sessions (nights and lunch breaks) with a halt that stops the run. Every table of the
 two ledgers must hold the same rows (but the stage timings, which are measurements), and every
-figure the report is made of must be equal. The backtest's ledgers go to their writer processes
-in small chunks while the runs go on, as a long run's do.
+figure the report is made of must be equal.
 """
 
 from __future__ import annotations
@@ -28,26 +27,9 @@ import pytest
 from tests.recorded import SOLUSDT_1H_2022, XSHG_600977_5MIN
 from trader.backtest.run import Backtest, run_backtest
 from trader.config.schema import Settings
-from trader.ledger import buffered
 from trader.market.replay import Recording, read_recording
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(autouse=True)
-def writers(monkeypatch) -> list[str]:
-    """The ledgers the writer processes of this process wrote (a forked run's are its own)."""
-    started: list[str] = []
-    start = buffered.WriterProcess
-
-    def writer(path: str) -> buffered.WriterProcess:
-        started.append(path)
-        return start(path)
-
-    monkeypatch.setattr(buffered, "CHUNK_ROWS", 97)
-    monkeypatch.setattr(buffered, "WriterProcess", writer)
-    return started
-
 
 STRATEGIES = ["simple", "ci_guard", "maxdiff"]
 
@@ -184,11 +166,10 @@ def test_two_symbols_every_strategy_partial_fills_refusals_and_a_halt(tmp_path):
     assert {row[4] for row in books["simple"]["orders"]} == {"market"}
 
 
-def test_a_stock_in_its_sessions_halted_for_the_rest_of_the_run(tmp_path, writers):
+def test_a_stock_in_its_sessions_halted_for_the_rest_of_the_run(tmp_path):
     xshg = read_recording(XSHG_600977_5MIN, "600977/CNY")
     recordings = {"600977/CNY": replace(xshg, rows=xshg.rows[:700])}
     fast, reference = both(stock_settings(tmp_path), recordings, tmp_path, jobs=1)
-    assert sorted(writers) == sorted(str(run.ledger) for run in fast.runs.values())
     assert_same(fast, reference)
     assert_stretched(fast)
     for strategy in STRATEGIES:

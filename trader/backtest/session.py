@@ -7,9 +7,8 @@ exact Decimal money. What the backtest does not pay for:
 - the data step fetching and judging rows at every tick: a recording cannot change while it
   is replayed, so the data step's work is done once for every run (`ReplayPlan`) and replayed
   (`PlannedDataStep`), windows, skips and quotes alike;
-- a SQLite transaction per tick: the ledger's statements wait in memory and go to the file
-  in large chunks, written by a process of their own on another core while the run goes on
-  (`BufferedDatabase`), same schema, same rows, no fsync;
+- a SQLite transaction per tick: the ledger's statements wait in memory and are written in
+  one transaction at the end (`BufferedDatabase`), same schema, same rows, no fsync;
 - reading the ledger back tick by tick: the ticks' equity and outcomes are kept as they are
   booked (the rest, a few rows, is read from the ledger);
 - the scheduler and the event loop: the ticks run one after the other in one coroutine (a

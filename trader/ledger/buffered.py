@@ -13,12 +13,6 @@ state, an order's upsert: `trading.LATEST_ONLY`) only each key's last write is k
 place of its first.
 A write the file refuses (a bug, or a full disk) therefore shows when it is written, not at
 the tick that made it: the run then fails as a whole.
-
-A long run's statements go to the file while it runs: every `CHUNK_ROWS` rows are handed to a
-writer process (`writer.WriterProcess`), which writes them on another core, chunk after chunk,
-each chunk grouped as above. The rows and their order per table are the same as one
-transaction's: a row that keeps one row per key is written again in a later chunk, in place.
-What is left at the end is written here, once the writer has written all it was sent.
 """
 
 from __future__ import annotations
@@ -28,15 +22,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trader.ledger.database import Database, LedgerError, Statements, transaction
+from trader.ledger.database import Database, Statements, transaction
 from trader.ledger.trading import LATEST_ONLY
-from trader.ledger.writer import Chunk, WriterFailed, WriterProcess
 
 T = TypeVar("T")
-
-# Rows handed to the writer process at a time: a few megabytes, a few dozen chunks for a long
-# run, each small beside the run (tests make it small, so that the writer writes their runs).
-CHUNK_ROWS = 20_000
 
 
 class StatementBuffer:
@@ -49,7 +38,6 @@ class StatementBuffer:
     ) -> None:
         self.groups: dict[str, list[Any] | dict[object, Any]] = {}
         self._keys = dict(latest_only or {})
-        self.rows = 0  # kept, of every statement
 
     def execute(self, sql: str, parameters: Any = (), /) -> None:
         self.executemany(sql, (parameters,))
@@ -58,32 +46,21 @@ class StatementBuffer:
         group = self.groups.get(sql)
         if group is None:
             group = self.groups[sql] = {} if sql in self._keys else []
-        before = len(group)
         if isinstance(group, list):
             group.extend(parameters)
         else:
             key = self._keys[sql]
             for row in parameters:
                 group[key(row)] = row  # a key keeps its first place, takes the last row
-        self.rows += len(group) - before
-
-    def take(self) -> Chunk:
-        """Every statement kept, with its rows, in the order to run them; the buffer is then
-        empty."""
-        chunk = [
-            (sql, rows if isinstance(rows, list) else list(rows.values()))
-            for sql, rows in self.groups.items()
-        ]
-        self.groups, self.rows = {}, 0
-        return chunk
 
     def write_to(self, connection: sqlite3.Connection) -> None:
         """Every statement kept, in one transaction; the buffer is then empty."""
         if not self.groups:
             return
         with transaction(connection):
-            for sql, rows in self.take():
-                connection.executemany(sql, rows)
+            for sql, rows in self.groups.items():
+                connection.executemany(sql, rows if isinstance(rows, list) else rows.values())
+        self.groups = {}
 
 
 class BufferedDatabase(Database):
@@ -93,40 +70,23 @@ class BufferedDatabase(Database):
     def __init__(self, path: Path, durable: bool = False) -> None:
         super().__init__(path, durable=False)
         self.pending = StatementBuffer(LATEST_ONLY)
-        self._writer: WriterProcess | None = None  # started by the first full chunk
 
     async def write(self, work: Callable[[Statements], object], *, durable: bool = True) -> None:
         work(self.pending)
-        if self.pending.rows >= CHUNK_ROWS:
-            if self._writer is None:
-                self._writer = WriterProcess(str(self.path))
-            self._writer.send(self.pending.take())
 
     async def run(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         await super().run(self._write_pending)
         return await super().run(work)
 
     async def close(self) -> None:
-        try:
-            if self._connection is not None:
-                await super().run(self._write_pending)
-        finally:
-            if self._writer is not None:  # the run failed before its ledger was written
-                self._writer.stop()
-                self._writer = None
-            await super().close()
+        if self._connection is not None:
+            await super().run(self._write_pending)
+        await super().close()
 
     def _write_pending(self, connection: sqlite3.Connection) -> None:
-        """What the writer was sent, then the statements still kept, with the rollback
-        journal in memory while they are written: the rows go straight into the file instead
-        of through the write-ahead log and again into the file (a failed write still rolls
-        back; the run then fails)."""
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            try:
-                writer.finish()
-            except WriterFailed as error:
-                raise LedgerError(f"ledger {self.path}: {error}") from None
+        """The statements kept, with the rollback journal in memory while they are written:
+        the whole run's rows go straight into the file instead of through the write-ahead log
+        and again into the file (a failed write still rolls back; the run then fails)."""
         if not self.pending.groups:
             return
         connection.execute("PRAGMA journal_mode=MEMORY")
