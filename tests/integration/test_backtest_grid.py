@@ -63,6 +63,12 @@ def runs(out: Path) -> list[dict]:
     return json.loads((out / "grid.json").read_text())["runs"]
 
 
+def figures(out: Path) -> list[dict]:
+    """Each run's figures in the grid's summary (not how long it took)."""
+    keep = ("run", "strategy", "params", "sharpe", "total_return", "max_drawdown", "trades")
+    return [{k: r[k] for k in keep} for r in runs(out)]
+
+
 def test_a_grid_runs_every_combination_sorted_with_each_report_linked(grid):
     found = runs(grid)
     assert [(r["strategy"], r["params"]["strategy.position_fraction"]) for r in found] != []
@@ -116,10 +122,15 @@ def test_the_same_grid_on_a_local_ray_cluster_gives_the_same_figures(grid, tmp_p
     finally:
         ray.shutdown()
     assert done.returncode == 0, done.stderr
-    keep = ("run", "strategy", "params", "sharpe", "total_return", "max_drawdown", "trades")
-    assert [{k: r[k] for k in keep} for r in runs(out)] == [
-        {k: r[k] for k in keep} for r in runs(grid)
-    ]
+    assert figures(out) == figures(grid)
+
+
+def test_the_same_grid_in_one_process_gives_the_same_figures(grid, tmp_path):
+    # --jobs 1: the runs follow one another in the grid's process, on what it prepared.
+    out = tmp_path / "out"
+    done = trader(tmp_path, *PERIOD, *GRID, "--jobs", "1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert figures(out) == figures(grid)
 
 
 def test_a_walk_forward_reports_only_its_test_windows(tmp_path):
@@ -165,28 +176,55 @@ def test_bad_grid_input_is_refused_before_any_run(tmp_path, args, env, code, say
     assert not (tmp_path / "cache").exists()  # no run started, no forecast computed
 
 
-def _kill_a_worker(parent: int, deadline: float) -> bool:
-    """SIGKILL the first of `parent`'s spawned pool workers to appear, as the out-of-memory
-    killer would; False if none appeared before `deadline`."""
+def _children(parent: int) -> dict[str, bytes]:
+    """`parent`'s child processes: their command lines, by pid."""
+    found = {}
+    for task in Path(f"/proc/{parent}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended
+            continue
+        for child in children:
+            try:
+                found[child] = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:  # the child ended
+                continue
+    return found
+
+
+def _kill_a_worker(parent: int, deadline: float) -> bytes | None:
+    """SIGKILL the first of `parent`'s workers to appear, as the out-of-memory killer would:
+    its command line, or None if none appeared before `deadline`. A worker is a child seen
+    twice with the same command line but multiprocessing's resource tracker (which, forked
+    a moment before it runs its own, has its parent's command line at first)."""
+    seen: dict[str, bytes] = {}
     while time.monotonic() < deadline:
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            children = (task / "children").read_text().split() if task.exists() else []
-            for child in children:
-                try:
-                    command = Path(f"/proc/{child}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if b"spawn_main" in command:
-                    os.kill(int(child), signal.SIGKILL)
-                    return True
+        children = _children(parent)
+        for child, command in children.items():
+            if seen.get(child) == command and b"resource_tracker" not in command:
+                os.kill(int(child), signal.SIGKILL)
+                return command
+        seen = children
         time.sleep(0.01)
-    return False
+    return None
 
 
-def test_a_grid_worker_that_is_killed_ends_the_grid_with_one_line_saying_so(tmp_path):
+@pytest.mark.parametrize(
+    ("mode", "spawned"),
+    [
+        # A plain grid: workers forked from the grid's process, which prepared the runs.
+        (PERIOD, False),
+        # A walk-forward's folds: spawned workers prepare their own.
+        (("--from", "2020-10-25", "--to", "2020-11-13", "--walk-forward", "200/100"), True),
+    ],
+    ids=["forked-runs", "spawned-workers"],
+)
+def test_a_grid_worker_that_is_killed_ends_the_grid_with_one_line_saying_so(
+    tmp_path, mode, spawned
+):
     settings = SETTINGS | {"TRADER_BACKTEST__CACHE_DIR": str(tmp_path / "cache")}
     command = [
-        TRADER, "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline", *PERIOD, *GRID,
+        TRADER, "backtest", "--data", str(SOLUSDT_1H), "--model", "baseline", *mode, *GRID,
         "--jobs", "2",
     ]  # fmt: skip
     with subprocess.Popen(
@@ -199,9 +237,11 @@ def test_a_grid_worker_that_is_killed_ends_the_grid_with_one_line_saying_so(tmp_
         finally:  # a grid that hangs fails this test, it never hangs the suite
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
-    assert killed, err
+    assert killed is not None, err
+    assert (b"spawn_main" in killed) is spawned  # a forked worker runs the parent's command
     assert process.returncode == 1, err
     assert "a worker process ended abruptly (killed, or out of memory?)" in err
     assert "runs unfinished (--jobs 1: one after the other, here)" in err
     assert "Traceback" not in err
     assert "Deflated Sharpe" not in out  # no table of a grid that did not finish
+    assert "walk-forward:" not in out

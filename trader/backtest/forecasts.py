@@ -78,6 +78,14 @@ class CachedForecaster:
             for key, row in rows.items():
                 self._rows[keys[key]] = row
 
+    def read_all(self, ends: Mapping[str, Sequence[int]]) -> None:
+        """Read back now the forecasts of the windows closing at `ends` (per symbol, epoch
+        ms), each once: every run served by this forecaster, in this process or in one forked
+        from it, then finds them in memory."""
+        for symbol, closes in ends.items():
+            for end in closes:
+                self.cached(symbol, end)
+
     @property
     def mode(self) -> str:
         return self.model.mode

@@ -29,15 +29,16 @@ from trader.backtest.grid_report import METRICS, Metric, ranked, terminal, write
 from trader.backtest.grid_runner import RayUnavailable, ray_module, run_jobs
 from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
 from trader.backtest.side_by_side import ChildFailed
-from trader.backtest.trials import TrialResult
+from trader.backtest.trials import SHARED_KEPT, TrialResult, share
 from trader.backtest.walk_forward import Fold, WalkForwardError, folds, parse_spec
 from trader.backtest.walk_forward_report import walk_forward_summary, write_walk_forward
 from trader.config.schema import Settings
 from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
 from trader.forecast.build import ModelUnavailable
+from trader.forecast.protocol import Forecaster
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording
-from trader.runner import forecasters_for
+from trader.runner import forecasters_for, model_names
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,9 @@ def _run(
         except RayUnavailable as error:
             raise _Refused(EX_CONFIG, str(error)) from None
     try:
-        _warm(settings, files, combos, request)
+        # A plain grid's runs in this process or forked from it start with what they share.
+        shared = request.period if wf is None and request.ray is None else None
+        _warm(settings, files, combos, request, reading, period=shared)
     except ModelUnavailable as error:
         raise _Refused(EX_CONFIG, str(error)) from None
     if wf is None:
@@ -191,26 +194,38 @@ def _warm(
     files: Mapping[str, Recording],
     combos: Sequence[Mapping[str, str]],
     request: GridRequest,
+    reading: ReadOptions,
+    *,
+    period: Period | None,
 ) -> None:
-    """Every forecast the runs will read, computed here once: the workers only read them."""
+    """Every forecast the runs will read, computed here once: the workers only read them.
+    `period`: the runs' own (a plain grid's), for which what the first runs share is also
+    prepared here (`trials.share`), found ready by this process's runs and by the workers it
+    forks; None (a walk-forward's runs each have a fold's): the whole files' forecasts."""
     seen: set[str] = set()
+    kept = 0
     for combo in combos:
         trial = trial_settings(settings, Trial(0, "", request.strategies[0], ()), combo)
         key = json.dumps(
             [trial.forecast.model_dump(mode="json"), trial.market.model_dump(mode="json"),
-             trial.backtest.batch_windows],
+             trial.backtest.batch_windows, model_names(trial)],
             sort_keys=True, default=str,
         )  # fmt: skip
         if key in seen:
             continue
         seen.add(key)
-        cache = ForecastCache(trial.backtest.cache_dir)
-        try:
-            models = forecasters_for(trial)
-            for symbol, recording in files.items():
+        models: list[Forecaster] | None = None
+        for symbol, recording in files.items():
+            if period is not None and kept < SHARED_KEPT:
+                share(trial, recording, reading, period)
+                kept += 1
+                continue
+            models = models or forecasters_for(trial)
+            cache = ForecastCache(trial.backtest.cache_dir)
+            try:
                 forecast_all(prepare(trial, {symbol: recording}, WHOLE), models, cache)
-        finally:
-            cache.close()
+            finally:
+                cache.close()
 
 
 def _walk(

@@ -2,9 +2,12 @@
 cores by default), or as tasks on a Ray cluster (`--ray ADDRESS`); one progress bar for them
 all (runs done of the grid's, and the time left at the pace so far).
 
-Every trial is `trials.run_trial`, wherever it runs: workers read the data files and the
-forecast cache from the paths in their job (the grid fills the cache before any starts, so
-each reads the forecasts and computes none).
+Every trial is `trials.run_trial`, wherever it runs. Where this process holds what every run
+reads (`trials.share`: a plain grid on one or two files), the workers are forked from it and
+start with all of it in memory: nothing to import, read or prepare. Otherwise (more files, a
+walk-forward's folds, forking unsafe here) they are spawned: each reads the data files and
+the forecast cache from the paths in its jobs (the grid fills the cache before any starts, so
+each reads the forecasts and computes none) and keeps them for its next runs.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from typing import Any
 from tqdm import tqdm
 
 from trader.backtest.grid import TrialJob
-from trader.backtest.side_by_side import ChildFailed
-from trader.backtest.trials import TrialResult, run_trial
+from trader.backtest.side_by_side import ChildFailed, fork_refusal, forking
+from trader.backtest.trials import TrialResult, is_shared, run_trial
 
 RAY_HINT = "pip install 'trader[ray]' (or pip install 'ray>=2.40') on every machine of the cluster"
 
@@ -55,12 +58,15 @@ def run_jobs(
 def _in_processes(
     jobs: Sequence[TrialJob], workers: int, done: Callable[[int], object]
 ) -> list[TrialResult]:
-    # spawn: a fresh interpreter per worker (a fork would copy this process's threads' locks).
-    context = multiprocessing.get_context("spawn")
+    # Forked workers start with what this process holds for the runs (`trials.share`);
+    # spawned ones, where it holds less or forking is unsafe (`fork_refusal`), start afresh.
+    forked = fork_refusal() is None and all(is_shared(job) for job in jobs)
+    context = multiprocessing.get_context("fork" if forked else "spawn")
     results: list[TrialResult | None] = [None] * len(jobs)
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
         try:
-            futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
+            with forking():  # a forking pool starts its workers on the first submit
+                futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
             for future in as_completed(futures):
                 results[futures[future]] = future.result()
                 done(1)

@@ -14,12 +14,14 @@ locked.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection, wait
 from typing import Any, Generic, TypeVar, cast
 
@@ -42,6 +44,20 @@ def fork_refusal() -> str | None:
     return None
 
 
+@contextmanager
+def forking() -> Iterator[None]:
+    """Around a fork: tqdm's lock is held by this thread, so that the child never inherits
+    it locked (see the module's note); the objects made so far are left out of the cyclic
+    collector's passes (`gc.freeze`), so that a child's collections neither walk them nor
+    copy the memory they are in."""
+    gc.freeze()
+    try:
+        with tqdm.get_lock():
+            yield
+    finally:
+        gc.unfreeze()
+
+
 def default_workers(runs: int) -> int:
     """A worker for every run, up to twice the cores: the system shares the cores among them,
     so no long run waits behind short ones (their lengths are not known ahead, and run one
@@ -57,7 +73,7 @@ class _Child(Generic[T]):
         context = multiprocessing.get_context("fork")
         self.receive, send = context.Pipe(duplex=False)
         self.process = context.Process(target=_serve, args=(task, send, niceness), daemon=True)
-        with tqdm.get_lock():  # never inherited locked (see the module's note)
+        with forking():
             self.process.start()
         send.close()  # the child's end: EOF here once the child has gone
 

@@ -14,7 +14,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +23,11 @@ from trader.backtest.deflated import ReturnMoments, moments
 from trader.backtest.findings import findings
 from trader.backtest.forecasts import CachedForecaster
 from trader.backtest.grid import Trial, TrialJob
-from trader.backtest.prepare import Prepared, forecast_all, prepare
+from trader.backtest.prepare import Period, Prepared, forecast_all, prepare
 from trader.backtest.report import write_report
 from trader.backtest.run import BUY_AND_HOLD, Line, run_backtest
 from trader.backtest.stats import Performance, returns
+from trader.config.schema import Settings
 from trader.logging import configure_logging
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording, read_recordings
@@ -54,13 +54,13 @@ def run_trial(job: TrialJob) -> TrialResult:
     configure_logging(job.log)
     trial = job.trial
     began = time.perf_counter()
-    recording = _recording(job.file, trial.symbol, job.reading)
+    data = _SHARED.get(_Source.of(job))
     ledgers = job.out / "ledgers" if job.out else None
     result = asyncio.run(
         run_backtest(
-            job.settings, {trial.symbol: recording}, strategies=[trial.strategy],
+            job.settings, {trial.symbol: data.recording}, strategies=[trial.strategy],
             period=trial.period, ledgers=ledgers, progress=False,
-            shared=_SHARED.get(job, recording),
+            shared=(data.ready, data.cached),
         )
     )  # fmt: skip
     report = None
@@ -86,44 +86,91 @@ def _line(lines: Sequence[Line], strategy: str, symbol: str) -> Line:
     return found
 
 
-class _Shared:
-    """What a worker prepared and forecast for its last runs, for its next ones on the same
-    file, period, market and forecast settings (most grids vary only the strategy's and the
-    risk's settings): the data step's plan, the windows, the forecasts read from the cache."""
+@dataclass(frozen=True)
+class _Data:
+    """What runs of one file over one period with the same market and forecast settings
+    share: the recording, prepared (windows, the data step's plan), and every forecast they
+    read, read back into memory from the cache (kept open for a forecast it lacks)."""
 
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self.entries: OrderedDict[str, tuple[Prepared, list[CachedForecaster], ForecastCache]]
-        self.entries = OrderedDict()
+    recording: Recording
+    ready: Prepared
+    cached: list[CachedForecaster]
+    cache: ForecastCache
 
-    def get(self, job: TrialJob, recording: Recording) -> tuple[Prepared, list[CachedForecaster]]:
-        settings, trial = job.settings, job.trial
-        key = json.dumps(
-            [str(job.file), trial.symbol, repr(job.reading), repr(trial.period),
+
+@dataclass(frozen=True)
+class _Source:
+    """What a run reads: `symbol` from `file`, read with `reading`, over `period`, with the
+    market and forecast settings of `settings`."""
+
+    settings: Settings
+    file: Path
+    symbol: str
+    reading: ReadOptions
+    period: Period
+
+    @classmethod
+    def of(cls, job: TrialJob) -> _Source:
+        return cls(job.settings, job.file, job.trial.symbol, job.reading, job.trial.period)
+
+    def key(self) -> str:
+        """Equal for the runs that read the same."""
+        settings = self.settings
+        return json.dumps(
+            [str(self.file), self.symbol, repr(self.reading), repr(self.period),
              settings.market.model_dump(mode="json"), settings.forecast.model_dump(mode="json"),
              settings.backtest.batch_windows, str(settings.backtest.cache_dir),
              model_names(settings)],
             sort_keys=True, default=str,
         )  # fmt: skip
+
+
+class _Shared:
+    """What this process prepared and forecast for its last runs, for its next ones on the
+    same file, period, market and forecast settings (most grids vary only the strategy's and
+    the risk's settings)."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.entries: OrderedDict[str, _Data] = OrderedDict()
+
+    def get(self, source: _Source, recording: Recording | None = None) -> _Data:
+        """`recording`: the file as read, if at hand (else it is read)."""
+        key = source.key()
         if key in self.entries:
             self.entries.move_to_end(key)
-        else:
-            ready = prepare(settings, {trial.symbol: recording}, trial.period)
-            cache = ForecastCache(settings.backtest.cache_dir)
-            cached, _ = forecast_all(ready, forecasters_for(ready.settings), cache, False)
-            self.entries[key] = (ready, cached, cache)
-            while len(self.entries) > self.keep:
-                _, (_, _, old) = self.entries.popitem(last=False)
-                old.close()
-        ready, cached, _ = self.entries[key]
-        return ready, cached
+            return self.entries[key]
+        settings = source.settings
+        if recording is None:
+            (recording,) = read_recordings([source.file], [source.symbol], source.reading)
+        ready = prepare(settings, {source.symbol: recording}, source.period)
+        cache = ForecastCache(settings.backtest.cache_dir)
+        cached, wanted = forecast_all(ready, forecasters_for(ready.settings), cache, False)
+        # Every run reads all of these (its report's quality section does): done here once.
+        for forecaster in cached:
+            forecaster.read_all(wanted)
+        _ = ready.plan
+        data = self.entries[key] = _Data(recording, ready, cached, cache)
+        while len(self.entries) > self.keep:
+            _, old = self.entries.popitem(last=False)
+            old.cache.close()
+        return data
 
 
-# One per worker process: its runs follow one another, each preparing nothing the last made.
-_SHARED = _Shared(keep=2)
+# One per process: its runs follow one another, each preparing nothing the last made. The
+# grid's process fills it first (`share`), for its own runs (one job) or its forked workers.
+SHARED_KEPT = 2  # files, periods or market and forecast settings: what grids vary least
+_SHARED = _Shared(keep=SHARED_KEPT)
 
 
-@lru_cache(maxsize=8)  # a worker runs many trials of the same files
-def _recording(path: Path, symbol: str, reading: ReadOptions) -> Recording:
-    (recording,) = read_recordings([path], [symbol], reading)
-    return recording
+def is_shared(job: TrialJob) -> bool:
+    """Whether this process holds what `job`'s run reads."""
+    return _Source.of(job).key() in _SHARED.entries
+
+
+def share(settings: Settings, recording: Recording, reading: ReadOptions, period: Period) -> None:
+    """Prepare and forecast here what the runs of `recording` (read with `reading`) over
+    `period` with `settings` will share: this process's own runs, and the workers it forks,
+    find it ready."""
+    source = _Source(settings, recording.path.resolve(), recording.symbol, reading, period)
+    _SHARED.get(source, recording)
