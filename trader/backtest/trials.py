@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -142,7 +143,7 @@ class _Shared:
             return self.entries[key]
         settings = source.settings
         if recording is None:
-            (recording,) = read_recordings([source.file], [source.symbol], source.reading)
+            recording = _recording(source.file, source.symbol, source.reading)
         ready = prepare(settings, {source.symbol: recording}, source.period)
         cache = ForecastCache(settings.backtest.cache_dir)
         cached, wanted = forecast_all(ready, forecasters_for(ready.settings), cache, False)
@@ -161,6 +162,12 @@ class _Shared:
 # grid's process fills it first (`share`), for its own runs (one job) or its forked workers.
 SHARED_KEPT = 2  # files, periods or market and forecast settings: what grids vary least
 _SHARED = _Shared(keep=SHARED_KEPT)
+
+
+@lru_cache(maxsize=8)  # a spawned worker's runs read the same files (a walk-forward's folds)
+def _recording(path: Path, symbol: str, reading: ReadOptions) -> Recording:
+    (recording,) = read_recordings([path], [symbol], reading)
+    return recording
 
 
 def is_shared(job: TrialJob) -> bool:
