@@ -25,10 +25,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TypeGuard
+from typing import NamedTuple, TypeGuard
 
 from trader.backtest.forecasts import CachedForecaster
 from trader.domain import Bar, Forecast, Quote, Signal
@@ -37,7 +36,8 @@ from trader.engine.deciding import log_decision
 from trader.engine.pipeline import Engine
 from trader.engine.planning import Book, Intent
 from trader.engine.report import TickReport, announce
-from trader.engine.sizing import books_for
+from trader.engine.sizing import books_valued
+from trader.engine.valuation import Valuation, valuation
 from trader.ledger.trading import TickRecord
 from trader.logging import get_logger, log_context
 from trader.market.planned_step import PlannedDataStep
@@ -50,15 +50,15 @@ from trader.strategy.base import Outlined, Outlook, Strategy
 LONGEST = 256
 
 
-@dataclass(frozen=True)
-class _Quiet:
-    """A tick found quiet, not booked yet."""
+class _Quiet(NamedTuple):
+    """A tick found quiet, not booked yet (a named tuple: one is made every tick)."""
 
-    index: int
+    plan_index: int  # the tick's in the data step's plan
     at: datetime
     plain: list[tuple[str, SymbolTick]]
     quotes: dict[str, Quote]
     marks: dict[str, Decimal]
+    valued: Valuation  # the account at `marks`
     forecasts: list[Forecast]
     signals: list[Signal]
     refusals: list[tuple[Intent, Verdict]]
@@ -117,9 +117,11 @@ class QuietStretch:
         records: list[TickRecord] = []
         reports: list[TickReport] = []
         change: TradingStatus | None = None
+        # Nothing fills in a stretch: a flat account is worth the same at every tick of it.
+        flat = None if account.portfolio.positions else valuation(account.portfolio, {})
         for at in times[start : start + LONGEST]:
             began = time.perf_counter()
-            found = self._plan(at)
+            found = self._plan(at, flat)
             if found is None:
                 break
             report, record, change = self._book(found, began)
@@ -142,8 +144,9 @@ class QuietStretch:
             engine.hooks.on_tick(report)
         return len(records)
 
-    def _plan(self, at: datetime) -> _Quiet | None:
-        """The tick at `at`, if it is quiet; nothing is changed."""
+    def _plan(self, at: datetime, flat: Valuation | None) -> _Quiet | None:
+        """The tick at `at`, if it is quiet; nothing is changed. `flat`: the account's value
+        when it holds nothing (else it is valued at the tick's marks)."""
         market = self.market
         index = market.index_of(at)
         plain = market.plain(index) if index is not None else None
@@ -153,7 +156,7 @@ class QuietStretch:
         if served is None:
             return None
         forecasts, lasts = served
-        return self._decide(index, at, plain, forecasts, lasts)
+        return self._decide(index, at, plain, forecasts, lasts, flat)
 
     def _forecasts(
         self, plain: list[tuple[str, SymbolTick]]
@@ -184,6 +187,7 @@ class QuietStretch:
         plain: list[tuple[str, SymbolTick]],
         forecasts: list[Forecast],
         lasts: list[Bar],
+        flat: Valuation | None,
     ) -> _Quiet | None:
         """Each symbol's decision and the order it implies, judged; None when a strategy
         fails (the engine's strategy stage logs it) or an order would be admitted."""
@@ -193,7 +197,8 @@ class QuietStretch:
         # Every symbol is priced: the marks are the quotes' mids (`current_marks`).
         marks = {symbol: quote.mid for symbol, quote in quotes.items()}
         portfolio = engine.account.portfolio
-        books = books_for(self.strategies, at, portfolio, marks, ())
+        valued = flat or valuation(portfolio, marks)
+        books = books_valued(self.strategies, at, portfolio, valued, ())
         signals: list[Signal] = []
         refusals: list[tuple[Intent, Verdict]] = []
         for (symbol, quote), forecast, last in zip(quotes.items(), forecasts, lasts, strict=False):
@@ -207,7 +212,7 @@ class QuietStretch:
                     return None  # an order leaves: the engine's orders stage sends it
                 refusals.append(judged)
             signals.append(signal)
-        return _Quiet(index, at, plain, quotes, marks, forecasts, signals, refusals)
+        return _Quiet(index, at, plain, quotes, marks, valued, forecasts, signals, refusals)
 
     def _decide_one(
         self, symbol: str, at: datetime, outlook: Outlook, book: Book
@@ -238,7 +243,7 @@ class QuietStretch:
         """What the engine's stages do with a quiet tick, but for writing the ledger: the
         market moves on, refusals are reported, the risk engine sees the equity."""
         engine, at = self.engine, tick.at
-        self.market.advance(tick.index, at)
+        self.market.advance(tick.plan_index, at)
         report = TickReport(at)
         report.ready = [symbol for symbol, _ in tick.plain]
         report.quotes = tick.quotes
@@ -257,5 +262,7 @@ class QuietStretch:
         else:
             self._refuse(tick, report)
         report.timings["quiet"] = time.perf_counter() - began
-        record, change = settle(report, tick.marks, engine.account.portfolio, engine.risk)
+        record, change = settle(
+            report, tick.marks, engine.account.portfolio, engine.risk, tick.valued
+        )
         return report, record, change

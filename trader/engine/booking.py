@@ -12,10 +12,10 @@ from decimal import Decimal
 
 from structlog.typing import FilteringBoundLogger
 
-from trader.domain import ZERO, Portfolio
+from trader.domain import Portfolio
 from trader.engine.account import Account
 from trader.engine.report import EngineHooks, TickReport, announce
-from trader.engine.valuation import current_marks, exposures
+from trader.engine.valuation import Valuation, current_marks, valuation
 from trader.ledger.trading import TickRecord, TradingLedger
 from trader.market.step import MarketDataStep, TickData
 from trader.risk.engine import RiskEngine
@@ -65,13 +65,16 @@ class TickBooking:
 
 
 def settle(
-    report: TickReport, marks: dict[str, Decimal], portfolio: Portfolio, risk: RiskEngine
+    report: TickReport,
+    marks: dict[str, Decimal],
+    portfolio: Portfolio,
+    risk: RiskEngine,
+    valued: Valuation | None = None,
 ) -> tuple[TickRecord, TradingStatus | None]:
-    """The tick's end, before the ledger: the portfolio valued at `marks`, the risk engine
-    seeing the equity (its new status when it changes), the report's figures, and the
-    ledger's record of the tick."""
-    equity = portfolio.equity(marks)
-    exposure = sum(exposures(portfolio, marks).values(), ZERO)
+    """The tick's end, before the ledger: the portfolio valued at `marks` (`valued`, when the
+    caller has), the risk engine seeing the equity (its new status when it changes), the
+    report's figures, and the ledger's record of the tick."""
+    equity, _, exposure = valued or valuation(portfolio, marks)
     change = risk.observe_equity(report.at, equity)
     drawdown = risk.drawdown(equity)
     report.equity, report.status = equity, risk.status

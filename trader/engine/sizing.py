@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from trader.domain import ZERO, Instrument, Order, Portfolio
 from trader.engine.planning import Book, OrderPlan, Planner
-from trader.engine.valuation import exposures
+from trader.engine.valuation import Valuation, valuation
 from trader.market.step import TickData
 from trader.strategy.base import Decision
 
@@ -23,9 +23,18 @@ def books_for(
     open_orders: Sequence[Order],
 ) -> dict[str, Book]:
     """Each symbol's view of the account, valued at `marks`."""
-    equity = portfolio.equity(marks)
-    held = exposures(portfolio, marks)
-    total = sum(held.values(), ZERO)
+    return books_valued(symbols, at, portfolio, valuation(portfolio, marks), open_orders)
+
+
+def books_valued(
+    symbols: Iterable[str],
+    at: datetime,
+    portfolio: Portfolio,
+    valued: Valuation,
+    open_orders: Sequence[Order],
+) -> dict[str, Book]:
+    """`books_for`, the account already valued."""
+    equity, held, total = valued
     resting: dict[str, list[Order]] = {}
     for order in open_orders:
         # Orders of this very tick are its own plan (a re-run must not cancel them).

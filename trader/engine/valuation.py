@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import NamedTuple
 
-from trader.domain import Portfolio
+from trader.domain import ZERO, Portfolio
 from trader.market.step import TickData
 from trader.market.window import BarWindow
 
@@ -25,3 +26,16 @@ def current_marks(windows: Mapping[str, BarWindow], data: TickData | None) -> di
 def exposures(portfolio: Portfolio, marks: Mapping[str, Decimal]) -> dict[str, Decimal]:
     """Each priced position's absolute value."""
     return {s: abs(p.amount * marks[s]) for s, p in portfolio.positions.items() if s in marks}
+
+
+class Valuation(NamedTuple):
+    """The portfolio valued at a tick's marks: what sizing and booking both read."""
+
+    equity: Decimal
+    held: dict[str, Decimal]  # each priced position's absolute value (`exposures`)
+    exposure: Decimal  # their sum
+
+
+def valuation(portfolio: Portfolio, marks: Mapping[str, Decimal]) -> Valuation:
+    held = exposures(portfolio, marks)
+    return Valuation(portfolio.equity(marks), held, sum(held.values(), ZERO))

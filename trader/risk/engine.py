@@ -197,6 +197,9 @@ class RiskEngine:
             self.day = DayMarks(today, self.day.start, equity)
         if self.state is TradingState.HALTED or self.day.start <= 0:
             return None
+        day = self.day
+        if equity >= day.peak and equity >= day.start:  # no loss, no drawdown: nothing to judge
+            return None
         loss = float((self.day.start - equity) / self.day.start)
         if loss > self.settings.max_daily_loss:
             return self._daily_loss(f"{loss:.2%} > {self.settings.max_daily_loss:.2%}", at)
@@ -229,14 +232,14 @@ class RiskEngine:
         )
 
     def drawdown(self, equity: Decimal) -> float:
-        if self.day is None or self.day.peak <= 0:
+        if self.day is None or self.day.peak <= 0 or equity >= self.day.peak:
             return 0.0
         return max(0.0, float((self.day.peak - equity) / self.day.peak))
 
     def daily_loss(self, equity: Decimal) -> float:
         """The loss since the day began, as a share of its starting equity (what
         `max_daily_loss` limits); 0 when up."""
-        if self.day is None or self.day.start <= 0:
+        if self.day is None or self.day.start <= 0 or equity >= self.day.start:
             return 0.0
         return max(0.0, float((self.day.start - equity) / self.day.start))
 
