@@ -53,7 +53,7 @@ LONGEST = 256
 class _Quiet(NamedTuple):
     """A tick found quiet, not booked yet (a named tuple: one is made every tick)."""
 
-    plan_index: int  # the tick's in the data step's plan
+    plan_index: int  # where the tick is in the data step's plan
     at: datetime
     plain: list[tuple[str, SymbolTick]]
     quotes: dict[str, Quote]
