@@ -97,11 +97,25 @@ def test_a_runs_figures_equal_the_single_backtests(grid, tmp_path):
         TRADER_STRATEGY__POSITION_FRACTION="0.3", TRADER_RISK__MIN_EDGE_BPS="0",
     )  # fmt: skip
     assert single.returncode == 0, single.stderr
-    mine = json.loads((grid / Path(run["report"]).parent / "stats.json").read_text())["lines"]
-    theirs = json.loads((tmp_path / "single" / "stats.json").read_text())["lines"]
-    assert mine == theirs
-    (line,) = [x for x in theirs if x["strategy"] == "simple"]
+    mine = json.loads((grid / Path(run["report"]).parent / "stats.json").read_text())
+    theirs = json.loads((tmp_path / "single" / "stats.json").read_text())
+    assert mine["lines"] == theirs["lines"]
+    (line,) = [x for x in theirs["lines"] if x["strategy"] == "simple"]
     assert line["performance"]["sharpe"] == run["sharpe"]
+    # The forecasts' section and plots: worked out and drawn once in a worker, then the same
+    # in each of its runs' reports, and the single backtest's.
+    plots = sorted((tmp_path / "single").glob("*_baseline_*.png"))
+    assert [p.name for p in plots] == [
+        "calibration_baseline_SOLUSDT.png",
+        "forecast_baseline_SOLUSDT.png",
+    ]
+    for each in runs(grid):
+        folder = grid / Path(each["report"]).parent
+        stats = json.loads((folder / "stats.json").read_text())
+        assert stats["forecast_quality"] == theirs["forecast_quality"]
+        for plot in plots:
+            assert (folder / plot.name).read_bytes() == plot.read_bytes(), plot.name
+            assert plot.name in (folder / "report.md").read_text()
 
 
 def test_the_same_grid_on_a_local_ray_cluster_gives_the_same_figures(grid, tmp_path, monkeypatch):

@@ -70,6 +70,15 @@ class Line:
     equity: np.ndarray  # E_0 .. E_N
 
 
+@dataclass(frozen=True)
+class ForecastReview:
+    """The forecasts' quality and their bands for the report: they depend on the data, the
+    period and the models alone, so every run of a grid on the same ones has the same."""
+
+    quality: tuple[Quality, ...]
+    bands: Mapping[tuple[str, str], list[Forecast]]
+
+
 @dataclass
 class Backtest:
     settings: Settings
@@ -90,6 +99,9 @@ class Backtest:
     @property
     def symbols(self) -> list[str]:
         return list(self.settings.market.symbols)
+
+    def review(self) -> ForecastReview:
+        return ForecastReview(tuple(self.quality), dict(self.bands))
 
     @property
     def strategies(self) -> list[str]:
@@ -130,6 +142,7 @@ async def run_backtest(
     shared: tuple[Prepared, Sequence[CachedForecaster]] | None = None,
     jobs: int = 1,
     meanwhile: Callable[[Backtest], object] | None = None,
+    review: ForecastReview | None = None,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
@@ -140,7 +153,8 @@ async def run_backtest(
     keeps it for its next runs). `jobs`: strategies run side by side in that many worker
     processes (`side_by_side`), with the same figures. `meanwhile`: work for this process
     once the forecasts' quality is known, while the strategies run (a report's forecast
-    plots; with one job, after them)."""
+    plots; with one job, after them). `review`: the forecasts' quality and bands, as an
+    earlier run with the same `shared` found them (else they are worked out)."""
     with collector_paused():  # many objects, no cycles: see trader.cycle_collector
         log = get_logger("trader.backtest")
         if shared is None:
@@ -177,7 +191,7 @@ async def run_backtest(
                     )
                     runs = await _simulate_all(
                         simulations, strategies, jobs, progress,
-                        lambda: _forecasts(result, cached, wanted, meanwhile),
+                        lambda: _forecasts(result, cached, wanted, meanwhile, review),
                     )  # fmt: skip
                 else:  # or a calendar that does not cover its data: as the daemon replays
                     runs = {}
@@ -186,7 +200,7 @@ async def run_backtest(
                             settings, replay, cached, strategy, folder / _ledger_name(strategy),
                             begin=times[0], end=times[-1], ticks=len(times), progress=progress,
                         )  # fmt: skip
-                    _forecasts(result, cached, wanted, meanwhile)
+                    _forecasts(result, cached, wanted, meanwhile, review)
                 for strategy in strategies:
                     run = result.runs[strategy] = runs[strategy]
                     log.info(
@@ -400,14 +414,20 @@ def _forecasts(
     cached: Sequence[CachedForecaster],
     wanted: Mapping[str, Sequence[int]],
     then: Callable[[Backtest], object] | None,
+    review: ForecastReview | None,
 ) -> None:
-    """The forecasts' quality and bands; then `then` (the caller's work meanwhile)."""
-    for forecaster in cached:
-        for symbol, ends in wanted.items():
-            forecasts = [f for e in ends if (f := forecaster.cached(symbol, e)) is not None]
-            quality = forecast_quality(forecaster.name, symbol, forecasts, result.closes[symbol])
-            if quality is not None:
-                result.quality.append(quality)
-            result.bands[forecaster.name, symbol] = forecasts[-BAND_BARS:]
+    """The forecasts' quality and bands (`review`'s, when known); then `then` (the caller's
+    work meanwhile)."""
+    if review is not None:
+        result.quality, result.bands = list(review.quality), dict(review.bands)
+    else:
+        for forecaster in cached:
+            for symbol, ends in wanted.items():
+                forecasts = [f for e in ends if (f := forecaster.cached(symbol, e)) is not None]
+                closes = result.closes[symbol]
+                quality = forecast_quality(forecaster.name, symbol, forecasts, closes)
+                if quality is not None:
+                    result.quality.append(quality)
+                result.bands[forecaster.name, symbol] = forecasts[-BAND_BARS:]
     if then is not None:
         then(result)

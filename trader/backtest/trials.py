@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -21,14 +22,16 @@ import numpy as np
 
 from trader.backtest.cache import ForecastCache
 from trader.backtest.deflated import ReturnMoments, moments
+from trader.backtest.document import Image
 from trader.backtest.findings import findings
 from trader.backtest.forecasts import CachedForecaster
 from trader.backtest.grid import Trial, TrialJob
 from trader.backtest.prepare import Period, Prepared, forecast_all, prepare
-from trader.backtest.report import write_report
-from trader.backtest.run import BUY_AND_HOLD, Line, run_backtest
+from trader.backtest.report import forecast_plots, write_report
+from trader.backtest.run import BUY_AND_HOLD, Backtest, ForecastReview, Line, run_backtest
 from trader.backtest.stats import Performance, returns
 from trader.config.schema import Settings
+from trader.cycle_collector import collector_paused
 from trader.logging import configure_logging
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording, read_recordings
@@ -61,12 +64,13 @@ def run_trial(job: TrialJob) -> TrialResult:
         run_backtest(
             job.settings, {trial.symbol: data.recording}, strategies=[trial.strategy],
             period=trial.period, ledgers=ledgers, progress=False,
-            shared=(data.ready, data.cached),
+            shared=(data.ready, data.cached), review=data.review,
         )
     )  # fmt: skip
+    data.review = data.review or result.review()
     report = None
     if job.out is not None:
-        write_report(result, job.out)
+        write_report(result, job.out, data.forecast_plots(result, job.out))
         report = job.out / "report.html"
     line = _line(result.lines, trial.strategy, trial.symbol)
     hold = _line(result.lines, BUY_AND_HOLD, trial.symbol)
@@ -87,16 +91,36 @@ def _line(lines: Sequence[Line], strategy: str, symbol: str) -> Line:
     return found
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Data:
     """What runs of one file over one period with the same market and forecast settings
     share: the recording, prepared (windows, the data step's plan), and every forecast they
-    read, read back into memory from the cache (kept open for a forecast it lacks)."""
+    read, read back into memory from the cache (kept open for a forecast it lacks); once one
+    of them has run here, the forecasts' quality and their plots, which no strategy changes."""
 
     recording: Recording
     ready: Prepared
     cached: list[CachedForecaster]
     cache: ForecastCache
+    review: ForecastReview | None = None
+    plots: tuple[Path, list[Image]] | None = None  # where they were drawn, and what
+
+    def forecast_plots(self, result: Backtest, folder: Path) -> list[Image]:
+        """The forecasts' plots in `folder`: drawn there for the first run, copied from where
+        they were drawn for the next ones."""
+        if self.plots is not None:
+            drawn, images = self.plots
+            try:
+                if drawn.resolve() != folder.resolve():
+                    folder.mkdir(parents=True, exist_ok=True)
+                    for image in images:
+                        shutil.copyfile(drawn / image.file, folder / image.file)
+                return images
+            except OSError:  # gone meanwhile: drawn again
+                pass
+        images = forecast_plots(result, folder)
+        self.plots = (folder, images)
+        return images
 
 
 @dataclass(frozen=True)
@@ -144,13 +168,14 @@ class _Shared:
         settings = source.settings
         if recording is None:
             recording = _recording(source.file, source.symbol, source.reading)
-        ready = prepare(settings, {source.symbol: recording}, source.period)
-        cache = ForecastCache(settings.backtest.cache_dir)
-        cached, wanted = forecast_all(ready, forecasters_for(ready.settings), cache, False)
-        # Every run reads all of these (its report's quality section does): done here once.
-        for forecaster in cached:
-            forecaster.read_all(wanted)
-        _ = ready.plan
+        with collector_paused():  # hundreds of thousands of objects made, no cycles
+            ready = prepare(settings, {source.symbol: recording}, source.period)
+            cache = ForecastCache(settings.backtest.cache_dir)
+            cached, wanted = forecast_all(ready, forecasters_for(ready.settings), cache, False)
+            # Every run reads all of these (its simulation does): read here once for all.
+            for forecaster in cached:
+                forecaster.read_all(wanted)
+            _ = ready.plan
         data = self.entries[key] = _Data(recording, ready, cached, cache)
         while len(self.entries) > self.keep:
             _, old = self.entries.popitem(last=False)
