@@ -19,6 +19,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from trader.backtest.grid import TrialJob
@@ -63,7 +64,9 @@ def _in_processes(
     forked = fork_refusal() is None and all(is_shared(job) for job in jobs)
     context = multiprocessing.get_context("fork" if forked else "spawn")
     results: list[TrialResult | None] = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)), mp_context=context, initializer=_one_blas_thread
+    ) as pool:
         try:
             with forking():  # a forking pool starts its workers on the first submit
                 futures = {pool.submit(run_trial, job): i for i, job in enumerate(jobs)}
@@ -81,6 +84,12 @@ def _in_processes(
                 f"{sum(r is None for r in results)} of the grid's {len(jobs)} runs unfinished"
             ) from None
     return [r for r in results if r is not None]
+
+
+def _one_blas_thread() -> None:
+    """A worker's BLAS (numpy's OpenBLAS) on one thread: the workers keep every core busy
+    already, and a BLAS thread waiting for work spins, taking a core from another worker."""
+    threadpool_limits(limits=1, user_api="blas")
 
 
 def ray_module() -> Any:
