@@ -8,7 +8,6 @@ an unknown key, a value its setting refuses, an empty list, more runs than
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from trader.backtest.grid_report import METRICS, Metric, ranked, terminal, write
 from trader.backtest.grid_runner import RayUnavailable, ray_module, run_jobs
 from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
 from trader.backtest.side_by_side import ChildFailed
-from trader.backtest.trials import SHARED_KEPT, TrialResult, share
+from trader.backtest.trials import SHARED_KEPT, TrialResult, reading_key, share
 from trader.backtest.walk_forward import Fold, WalkForwardError, folds, parse_spec
 from trader.backtest.walk_forward_report import walk_forward_summary, write_walk_forward
 from trader.config.schema import Settings
@@ -38,7 +37,7 @@ from trader.forecast.build import ModelUnavailable
 from trader.forecast.protocol import Forecaster
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording
-from trader.runner import forecasters_for, model_names
+from trader.runner import forecasters_for
 
 
 @dataclass(frozen=True)
@@ -206,11 +205,7 @@ def _warm(
     kept = 0
     for combo in combos:
         trial = trial_settings(settings, Trial(0, "", request.strategies[0], ()), combo)
-        key = json.dumps(
-            [trial.forecast.model_dump(mode="json"), trial.market.model_dump(mode="json"),
-             trial.backtest.batch_windows, model_names(trial)],
-            sort_keys=True, default=str,
-        )  # fmt: skip
+        key = reading_key(trial)
         if key in seen:
             continue
         seen.add(key)

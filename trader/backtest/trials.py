@@ -140,14 +140,22 @@ class _Source:
 
     def key(self) -> str:
         """Equal for the runs that read the same."""
-        settings = self.settings
         return json.dumps(
             [str(self.file), self.symbol, repr(self.reading), repr(self.period),
-             settings.market.model_dump(mode="json"), settings.forecast.model_dump(mode="json"),
-             settings.backtest.batch_windows, str(settings.backtest.cache_dir),
-             model_names(settings)],
-            sort_keys=True, default=str,
+             reading_key(self.settings)],
         )  # fmt: skip
+
+
+def reading_key(settings: Settings) -> str:
+    """Equal for settings under which runs read the same windows and forecasts of a file: its
+    market and forecast settings, the models, the forecast cache (what a grid mostly varies,
+    the strategy's and the risk's settings, is not in it)."""
+    return json.dumps(
+        [settings.market.model_dump(mode="json"), settings.forecast.model_dump(mode="json"),
+         settings.backtest.batch_windows, str(settings.backtest.cache_dir),
+         model_names(settings)],
+        sort_keys=True, default=str,
+    )  # fmt: skip
 
 
 class _Shared:

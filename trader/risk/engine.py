@@ -197,8 +197,7 @@ class RiskEngine:
             self.day = DayMarks(today, self.day.start, equity)
         if self.state is TradingState.HALTED or self.day.start <= 0:
             return None
-        day = self.day
-        if equity >= day.peak and equity >= day.start:  # no loss, no drawdown: nothing to judge
+        if equity >= self.day.peak and equity >= self.day.start:  # no loss, no drawdown
             return None
         loss = float((self.day.start - equity) / self.day.start)
         if loss > self.settings.max_daily_loss:
