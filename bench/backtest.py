@@ -19,6 +19,13 @@ it has more fills than backtesting.py has trades). `*_bars_per_s` is bars simula
 of wall time; `*_ours_over_backtesting_py` their ratio. Forecasting (cold cache) is timed on
 its own, as `forecast_windows_per_s`.
 
+What a bar costs, in microseconds, beside what bounds it: `*_ours_us_per_bar` (the whole
+simulation), of which `*_ours_plan_us_per_bar` is the data step's plan; `*_ledger_floor_us_per_bar`,
+writing the run's own ledger rows again (ticks, forecasts, decisions, equity: four rows a bar)
+into a fresh ledger in one transaction with every row already made, which any backtest that
+keeps this ledger pays at least; and `*_backtesting_py_us_per_bar`. A ratio of 0.25 leaves ours
+four times backtesting.py's microseconds for everything.
+
     .venv/bin/python bench/backtest.py [--data DIR|FILE] [--quick] [--repeats N]
 """
 
@@ -28,6 +35,7 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -47,6 +55,8 @@ from trader.backtest.windows import SymbolWindows
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
 from trader.forecast.baseline import BaselineForecaster
+from trader.ledger.buffered import StatementBuffer
+from trader.ledger.database import migrate
 from trader.logging import configure_logging
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.replay import Recording, read_recording
@@ -127,12 +137,13 @@ async def ours(
     strategy: str,
     folder: Path,
     repeats: int,
-) -> tuple[float, int]:
+) -> tuple[float, float, int, Path]:
     """Median seconds of the simulation (the data step's plan included: a one-strategy
-    backtest makes it for that strategy alone), and its fills."""
+    backtest makes it for that strategy alone), of the plan alone, the fills, and the last
+    run's ledger."""
     replay = replay_calendars(settings.market, {recording.symbol: recording})
     times = tick_times(replay.recordings, settings.market.context_bars, replay.calendars)
-    seconds, fills = [], 0
+    seconds, planning, fills = [], [], 0
     for i in range(repeats):
         began = time.perf_counter()
         # As `trader backtest` makes it (`Prepared.plan`): from the rows its windows parsed.
@@ -146,13 +157,47 @@ async def ours(
             parsed,
         )
         assert plan is not None
+        planning.append(time.perf_counter() - began)
+        ledger = folder / f"{strategy}-{i}.sqlite3"
         run = await simulate(
-            settings, Replay(replay, times, plan), [cached], strategy,
-            folder / f"{strategy}-{i}.sqlite3", progress=False,
-        )  # fmt: skip
+            settings, Replay(replay, times, plan), [cached], strategy, ledger, progress=False
+        )
         seconds.append(time.perf_counter() - began)
         fills = len(run.fills)
-    return statistics.median(seconds), fills
+    return statistics.median(seconds), statistics.median(planning), fills, ledger
+
+
+PER_BAR_TABLES = ("ticks", "forecasts", "decisions", "equity")
+
+
+def ledger_floor(ledger: Path, scratch: Path, repeats: int) -> float:
+    """Median seconds to write `ledger`'s rows of `PER_BAR_TABLES` into a fresh ledger as a
+    backtest's ledger writes them when its run ends (`BufferedDatabase`: no syncs, the journal
+    in memory, one transaction), with the rows already made."""
+    source = sqlite3.connect(ledger)
+    try:
+        rows = {t: source.execute(f"SELECT * FROM {t}").fetchall() for t in PER_BAR_TABLES}  # noqa: S608 - our names
+    finally:
+        source.close()
+    seconds = []
+    for i in range(repeats):
+        path = scratch / f"floor-{i}.sqlite3"
+        path.unlink(missing_ok=True)
+        fresh = sqlite3.connect(path, isolation_level=None)
+        try:
+            migrate(fresh)
+            fresh.execute("PRAGMA synchronous=OFF")
+            fresh.execute("PRAGMA journal_mode=MEMORY")
+            buffer = StatementBuffer()
+            for table, values in rows.items():
+                marks = ", ".join("?" * len(values[0]))
+                buffer.executemany(f"INSERT INTO {table} VALUES ({marks})", values)  # noqa: S608
+            began = time.perf_counter()
+            buffer.write_to(fresh)
+            seconds.append(time.perf_counter() - began)
+        finally:
+            fresh.close()
+    return statistics.median(seconds)
 
 
 async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[str, Any]:
@@ -208,17 +253,25 @@ async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[
             },
             index=pd.to_datetime(ticks, unit="ms"),
         )
+        per_bar = 1e6 / len(times)
         for case in CASES:
             settings = case_settings(recording, cache, case)
-            seconds, fills = await ours(settings, recording, cached, "simple", folder, repeats)
+            seconds, planning, fills, ledger = await ours(
+                settings, recording, cached, "simple", folder, repeats
+            )
+            floor = ledger_floor(ledger, folder, repeats)
             theirs = time_backtesting_py(frame, settings, repeats)
             report[f"{case}_ours_simple_bars_per_s"] = round(len(times) / seconds)
             report[f"{case}_ours_simple_fills"] = fills
             report[f"{case}_backtesting_py_bars_per_s"] = round(len(times) / theirs["seconds"])
             report[f"{case}_backtesting_py_trades"] = theirs["trades"]
             report[f"{case}_ours_over_backtesting_py"] = round(theirs["seconds"] / seconds, 4)
+            report[f"{case}_ours_us_per_bar"] = round(seconds * per_bar, 2)
+            report[f"{case}_ours_plan_us_per_bar"] = round(planning * per_bar, 2)
+            report[f"{case}_ledger_floor_us_per_bar"] = round(floor * per_bar, 2)
+            report[f"{case}_backtesting_py_us_per_bar"] = round(theirs["seconds"] * per_bar, 2)
         settings = case_settings(recording, cache, "costs")
-        seconds, fills = await ours(settings, recording, cached, "maxdiff", folder, repeats)
+        seconds, _, fills, _ = await ours(settings, recording, cached, "maxdiff", folder, repeats)
         report["costs_ours_maxdiff_bars_per_s"] = round(len(times) / seconds)
         report["costs_ours_maxdiff_fills"] = fills
     return report

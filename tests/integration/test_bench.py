@@ -76,6 +76,12 @@ def test_the_backtest_bench_times_ours_beside_backtesting_py():
         assert ours > 0
         assert theirs > 0
         assert report[f"{case}_ours_over_backtesting_py"] == pytest.approx(ours / theirs, rel=0.01)
+        # A bar's microseconds: the plan and the ledger's rows are parts of ours.
+        whole = report[f"{case}_ours_us_per_bar"]
+        assert whole == pytest.approx(1e6 / ours, rel=0.01)
+        assert report[f"{case}_backtesting_py_us_per_bar"] == pytest.approx(1e6 / theirs, rel=0.01)
+        assert 0 < report[f"{case}_ours_plan_us_per_bar"] < whole
+        assert 0 < report[f"{case}_ledger_floor_us_per_bar"] < whole
     # Without costs both trade on the same signal: a comparison of trading, not of idling.
     assert report["free_ours_simple_fills"] > 0
     assert report["free_backtesting_py_trades"] > 0
