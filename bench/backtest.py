@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sqlite3
@@ -54,6 +55,7 @@ from trader.backtest.session import Replay, simulate
 from trader.backtest.windows import SymbolWindows
 from trader.config.daemon_settings import LogSettings
 from trader.config.schema import Settings
+from trader.cycle_collector import collector_paused
 from trader.forecast.baseline import BaselineForecaster
 from trader.ledger.buffered import StatementBuffer
 from trader.ledger.database import migrate
@@ -145,23 +147,26 @@ async def ours(
     times = tick_times(replay.recordings, settings.market.context_bars, replay.calendars)
     seconds, planning, fills = [], [], 0
     for i in range(repeats):
+        gc.collect()  # the last run's garbage, not this run's
         began = time.perf_counter()
-        # As `trader backtest` makes it (`Prepared.plan`): from the rows its windows parsed.
-        parsed = {s: w.parsed for s, w in cached.windows.items()}
-        plan = plan_replay(
-            replay.recordings,
-            replay.calendars,
-            settings.market,
-            spread_model(settings),
-            times,
-            parsed,
-        )
-        assert plan is not None
-        planning.append(time.perf_counter() - began)
-        ledger = folder / f"{strategy}-{i}.sqlite3"
-        run = await simulate(
-            settings, Replay(replay, times, plan), [cached], strategy, ledger, progress=False
-        )
+        # As `trader backtest` runs it (`run_backtest`): the cyclic collector paused
+        # throughout, the plan made from the rows its windows parsed (`Prepared.plan`).
+        with collector_paused():
+            parsed = {s: w.parsed for s, w in cached.windows.items()}
+            plan = plan_replay(
+                replay.recordings,
+                replay.calendars,
+                settings.market,
+                spread_model(settings),
+                times,
+                parsed,
+            )
+            assert plan is not None
+            planning.append(time.perf_counter() - began)
+            ledger = folder / f"{strategy}-{i}.sqlite3"
+            run = await simulate(
+                settings, Replay(replay, times, plan), [cached], strategy, ledger, progress=False
+            )
         seconds.append(time.perf_counter() - began)
         fills = len(run.fills)
     return statistics.median(seconds), statistics.median(planning), fills, ledger
