@@ -5,8 +5,8 @@ signal: the baseline forecaster's median return at each bar close, computed once
 
 - ours: `trader backtest`'s simulation of the `simple` strategy, i.e. the daemon's own engine
   tick by tick (data step with hygiene, forecast lookup, strategy, sizing, every risk check,
-  the paper broker and a SQLite ledger written every tick); and of `maxdiff` (resting limits
-  placed and cancelled every bar: the busiest case), for reference;
+  the paper broker and a SQLite ledger of every tick, written when the run ends); and of
+  `maxdiff` (resting limits placed and cancelled every bar: the busiest case), for reference;
 - backtesting.py: the same rule as `simple` under our risk engine's minimum edge (buy 20% of
   equity when the median return clears 2 x taker fee + spread + min edge, close when it turns
   non-positive), with the same fee and spread, trading on the close.
@@ -20,11 +20,12 @@ of wall time; `*_ours_over_backtesting_py` their ratio. Forecasting (cold cache)
 its own, as `forecast_windows_per_s`.
 
 What a bar costs, in microseconds, beside what bounds it: `*_ours_us_per_bar` (the whole
-simulation), of which `*_ours_plan_us_per_bar` is the data step's plan; `*_ledger_floor_us_per_bar`,
-writing the run's own ledger rows again (ticks, forecasts, decisions, equity: four rows a bar)
-into a fresh ledger in one transaction with every row already made, which any backtest that
-keeps this ledger pays at least; and `*_backtesting_py_us_per_bar`. A ratio of 0.25 leaves ours
-four times backtesting.py's microseconds for everything.
+simulation), of which `*_ours_plan_us_per_bar` is the data step's plan;
+`*_ledger_floor_us_per_bar`, writing the run's own ledger rows again (ticks, forecasts,
+decisions, equity: four rows a bar) into a fresh ledger in one transaction with every row
+already made, which any backtest that keeps this ledger pays at least; and
+`*_backtesting_py_us_per_bar`. A ratio of 0.25 leaves ours four times backtesting.py's
+microseconds for everything.
 
     .venv/bin/python bench/backtest.py [--data DIR|FILE] [--quick] [--repeats N]
 """
@@ -181,7 +182,10 @@ def ledger_floor(ledger: Path, scratch: Path, repeats: int) -> float:
     in memory, one transaction), with the rows already made."""
     source = sqlite3.connect(ledger)
     try:
-        rows = {t: source.execute(f"SELECT * FROM {t}").fetchall() for t in PER_BAR_TABLES}  # noqa: S608 - our names
+        rows = {
+            t: source.execute(f"SELECT * FROM {t}").fetchall()  # noqa: S608 - our own names
+            for t in PER_BAR_TABLES
+        }
     finally:
         source.close()
     seconds = []
@@ -196,7 +200,8 @@ def ledger_floor(ledger: Path, scratch: Path, repeats: int) -> float:
             buffer = StatementBuffer()
             for table, values in rows.items():
                 marks = ", ".join("?" * len(values[0]))
-                buffer.executemany(f"INSERT INTO {table} VALUES ({marks})", values)  # noqa: S608
+                insert = f"INSERT INTO {table} VALUES ({marks})"  # noqa: S608 - our own names
+                buffer.executemany(insert, values)
             began = time.perf_counter()
             buffer.write_to(fresh)
             seconds.append(time.perf_counter() - began)
