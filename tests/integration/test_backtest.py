@@ -127,6 +127,53 @@ def test_a_worker_that_dies_ends_the_command_with_one_line_saying_so(tmp_path, m
     assert "Traceback" not in err
 
 
+def test_a_single_strategy_runs_in_a_worker_while_the_forecasts_are_scored(tmp_path, monkeypatch):
+    """With workers allowed, one strategy's run goes to a forked worker too, so that this
+    process scores the forecasts and draws their plots meanwhile; its figures are those of
+    the run in this process."""
+    simulated = tmp_path / "simulated-in"
+    simulate = run_module.simulate
+
+    async def recorded(*args: object, **kwargs: object) -> object:
+        with simulated.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return await simulate(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "simulate", recorded)
+    settings = Settings(
+        market={"symbols": ["SOL/USDT"], "context_bars": 128},
+        forecast={"model": "baseline"},
+        backtest={"cache_dir": tmp_path / "cache"},
+    )
+    sol = read_recording(SOLUSDT_1H)
+    recordings = {"SOL/USDT": Recording("SOL/USDT", sol.timeframe, sol.rows[:1500], sol.path)}
+    meanwhile: list[int] = []
+
+    def backtest(jobs: int) -> run_module.Backtest:
+        simulated.unlink(missing_ok=True)
+        return asyncio.run(
+            run_backtest(
+                settings, recordings, strategies=["maxdiff"], jobs=jobs, progress=False,
+                ledgers=tmp_path / f"jobs{jobs}", meanwhile=lambda _: meanwhile.append(os.getpid()),
+            )
+        )  # fmt: skip
+
+    here = backtest(1)
+    assert simulated.read_text().split() == [str(os.getpid())]
+    forked = backtest(2)
+    (worker,) = simulated.read_text().split()
+    assert worker != str(os.getpid())
+    assert meanwhile == [os.getpid(), os.getpid()]  # the quality and plots: this process
+    a, b = here.runs["maxdiff"], forked.runs["maxdiff"]
+    assert len(a.fills) > 10
+    assert (a.fills, a.decisions, a.orders, a.states, a.outcomes) == (
+        b.fills, b.decisions, b.orders, b.states, b.outcomes
+    )  # fmt: skip
+    np.testing.assert_array_equal(a.equity, b.equity)
+    assert [line.performance for line in here.lines] == [line.performance for line in forked.lines]
+    assert here.quality == forked.quality
+
+
 def test_symbol_lines_add_up_to_the_ledgers_own_equity(tmp_path):
     sol = read_recording(SOLUSDT_1H)
     rows = sol.rows[1000:1400]

@@ -245,20 +245,22 @@ class _Simulations:
     def side_by_side(
         self, strategies: Sequence[str], jobs: int, progress: bool | None, meanwhile: Meanwhile
     ) -> dict[str, StrategyRun]:
-        """Each strategy's run in a forked worker, `jobs` at a time (`side_by_side`)."""
+        """Each strategy's run in a forked worker, `jobs` at a time (`side_by_side`). One
+        progress bar counts the runs done; a single run's worker shows its ticks instead."""
         cached = self.cached
+        single = len(strategies) == 1
 
         def task(strategy: str) -> Callable[[], tuple[StrategyRun, list[int]]]:
             def run() -> tuple[StrategyRun, list[int]]:
                 before = [c.use.live for c in cached]
-                done = asyncio.run(self.run(strategy, progress=False))
+                done = asyncio.run(self.run(strategy, progress=progress if single else False))
                 return done, [c.use.live - b for c, b in zip(cached, before, strict=True)]
 
             return run
 
         bar = tqdm(
             total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)",
-            leave=False, disable=None if progress is None else not progress,
+            leave=False, disable=True if single else None if progress is None else not progress,
         )  # fmt: skip
         niceness = run_niceness(self.settings.strategy, strategies)
         with bar:
@@ -289,13 +291,14 @@ async def _simulate_all(
     progress: bool | None,
     meanwhile: Meanwhile,
 ) -> dict[str, StrategyRun]:
-    """Every strategy's run: side by side in `jobs` forked workers where it can, else one
-    after the other here; `meanwhile` is done here either way (while the workers run)."""
-    wanted = jobs > 1 and len(strategies) > 1
+    """Every strategy's run: side by side in `jobs` forked workers where it can (a single
+    strategy too: its worker runs while this process does `meanwhile`), else one after the
+    other here, then `meanwhile`."""
+    wanted = jobs > 1
     refusal = fork_refusal() if wanted else None
     if wanted and refusal is None:
         return runs.side_by_side(strategies, jobs, progress, meanwhile)
-    if refusal is not None:
+    if refusal is not None and len(strategies) > 1:
         get_logger("trader.backtest").warning(
             "strategies run one after the other", asked_jobs=jobs, because=refusal
         )

@@ -61,8 +61,11 @@ def forking() -> Iterator[None]:
 def default_workers(runs: int) -> int:
     """A worker for every run, up to twice the cores: the system shares the cores among them,
     so no long run waits behind short ones (their lengths are not known ahead, and run one
-    after another in a fixed order, a long one last could double the wall time)."""
-    return max(1, min(runs, 2 * (os.cpu_count() or 1)))
+    after another in a fixed order, a long one last could double the wall time). Two at
+    least where there are several cores, so that a single run goes to a worker too, while
+    this process does its own work (`run_side_by_side`'s `while_waiting`)."""
+    cores = os.cpu_count() or 1
+    return max(min(2, cores), min(runs, 2 * cores))
 
 
 class _Child(Generic[T]):

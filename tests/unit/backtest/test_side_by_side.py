@@ -8,7 +8,12 @@ import time
 import pytest
 
 from trader.backtest.run import run_niceness
-from trader.backtest.side_by_side import ChildFailed, fork_refusal, run_side_by_side
+from trader.backtest.side_by_side import (
+    ChildFailed,
+    default_workers,
+    fork_refusal,
+    run_side_by_side,
+)
 from trader.config.trading_settings import StrategySettings
 
 pytestmark = pytest.mark.skipif(fork_refusal() is not None, reason="this platform cannot fork")
@@ -104,3 +109,16 @@ def test_a_task_given_niceness_runs_that_much_lower():
 def test_short_runs_give_way_to_the_long_ones_beside_them(strategies, consensus, niceness):
     settings = StrategySettings(consensus=consensus)
     assert run_niceness(settings, strategies) == niceness
+
+
+@pytest.mark.parametrize(
+    ("cores", "runs", "workers"),
+    [(1, 1, 1), (1, 3, 2), (2, 1, 2), (2, 3, 3), (2, 9, 4), (8, 1, 2), (8, 5, 5)],
+)
+def test_default_workers_one_a_run_two_at_least_with_several_cores(
+    monkeypatch, cores, runs, workers
+):
+    """A single run goes to a worker too where there is a core for this process's own work
+    meanwhile; never more than twice the cores."""
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert default_workers(runs) == workers
