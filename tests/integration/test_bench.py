@@ -1,9 +1,12 @@
 """Bench scripts keep working (their figures are read by people, not asserted here), on the
-recorded excerpt in tests/data/ (by default they read the full files in ../shared/data/)."""
+recorded excerpt in tests/data/, passed with --data; their default folder of full recordings
+($BENCH_DATA) is pointed at tests/data/ too, so a bench run here never reads outside the
+repository."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -20,6 +23,7 @@ def bench(script: str, *args: str) -> dict[str, Any]:
     """Run bench/<script> --quick; its JSON report."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
+        env=os.environ | {"BENCH_DATA": str(ROOT / "tests" / "data")},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

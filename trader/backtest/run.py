@@ -248,19 +248,19 @@ class _Simulations:
         """Each strategy's run in a forked worker, `jobs` at a time (`side_by_side`). One
         progress bar counts the runs done; a single run's worker shows its ticks instead."""
         cached = self.cached
-        single = len(strategies) == 1
+        ticks, runs = (progress, False) if len(strategies) == 1 else (False, progress)
 
         def task(strategy: str) -> Callable[[], tuple[StrategyRun, list[int]]]:
             def run() -> tuple[StrategyRun, list[int]]:
                 before = [c.use.live for c in cached]
-                done = asyncio.run(self.run(strategy, progress=progress if single else False))
+                done = asyncio.run(self.run(strategy, progress=ticks))
                 return done, [c.use.live - b for c, b in zip(cached, before, strict=True)]
 
             return run
 
         bar = tqdm(
             total=len(strategies), unit="strategy", desc=f"backtest ({jobs} workers)",
-            leave=False, disable=True if single else None if progress is None else not progress,
+            leave=False, disable=None if runs is None else not runs,
         )  # fmt: skip
         niceness = run_niceness(self.settings.strategy, strategies)
         with bar:

@@ -233,14 +233,14 @@ class RiskEngine:
     def drawdown(self, equity: Decimal) -> float:
         if self.day is None or self.day.peak <= 0 or equity >= self.day.peak:
             return 0.0
-        return max(0.0, float((self.day.peak - equity) / self.day.peak))
+        return float((self.day.peak - equity) / self.day.peak)
 
     def daily_loss(self, equity: Decimal) -> float:
         """The loss since the day began, as a share of its starting equity (what
         `max_daily_loss` limits); 0 when up."""
         if self.day is None or self.day.start <= 0 or equity >= self.day.start:
             return 0.0
-        return max(0.0, float((self.day.start - equity) / self.day.start))
+        return float((self.day.start - equity) / self.day.start)
 
     def halt(self, reason: str, at: datetime) -> TradingStatus | None:
         if self.state is TradingState.HALTED:
