@@ -20,7 +20,10 @@ of wall time; `*_ours_over_backtesting_py` their ratio. Forecasting (cold cache)
 its own, as `forecast_windows_per_s`.
 
 What a bar costs, in microseconds, beside what bounds it: `*_ours_us_per_bar` (the whole
-simulation), of which `*_ours_plan_us_per_bar` is the data step's plan;
+simulation), of which `*_ours_plan_us_per_bar` is the data step's plan,
+`*_ours_quiet_us_per_bar` the quiet ticks (booked without the engine's stages: nothing sent or
+filled) and `*_ours_engine_us_per_bar` the engine's stages in the `*_ours_engine_ticks` ticks
+it ran itself, both from the last run's tick timings in its ledger, without the ticks' rows;
 `*_ledger_floor_us_per_bar`, writing the run's own ledger rows again (ticks, forecasts,
 decisions, equity: four rows a bar) into a fresh ledger in one transaction with every row
 already made, which any backtest that keeps this ledger pays at least; and
@@ -176,6 +179,26 @@ async def ours(
 PER_BAR_TABLES = ("ticks", "forecasts", "decisions", "equity")
 
 
+def tick_seconds(ledger: Path) -> tuple[float, float, int]:
+    """From the timings `ledger` keeps of each tick: the seconds of the quiet ticks (booked
+    by the quiet stretch: forecasts, strategy, sizing and checks, settling; not their ledger
+    rows), of the engine's stages in the ticks the engine ran itself (an order sent, rested
+    or filled), and how many of those there were."""
+    quiet, engine, ran = 0.0, 0.0, 0
+    connection = sqlite3.connect(ledger)
+    try:
+        for (timings,) in connection.execute("SELECT timings FROM ticks"):
+            stages = json.loads(timings)
+            if "quiet" in stages:
+                quiet += stages["quiet"]
+            else:
+                engine += sum(stages.values())
+                ran += 1
+    finally:
+        connection.close()
+    return quiet, engine, ran
+
+
 def ledger_floor(ledger: Path, scratch: Path, repeats: int) -> float:
     """Median seconds to write `ledger`'s rows of `PER_BAR_TABLES` into a fresh ledger as a
     backtest's ledger writes them when its run ends (`BufferedDatabase`: no syncs, the journal
@@ -270,6 +293,7 @@ async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[
                 settings, recording, cached, "simple", folder, repeats
             )
             floor = ledger_floor(ledger, folder, repeats)
+            quiet, engine, ran = tick_seconds(ledger)
             theirs = time_backtesting_py(frame, settings, repeats)
             report[f"{case}_ours_simple_bars_per_s"] = round(len(times) / seconds)
             report[f"{case}_ours_simple_fills"] = fills
@@ -278,6 +302,9 @@ async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[
             report[f"{case}_ours_over_backtesting_py"] = round(theirs["seconds"] / seconds, 4)
             report[f"{case}_ours_us_per_bar"] = round(seconds * per_bar, 2)
             report[f"{case}_ours_plan_us_per_bar"] = round(planning * per_bar, 2)
+            report[f"{case}_ours_quiet_us_per_bar"] = round(quiet * per_bar, 2)
+            report[f"{case}_ours_engine_us_per_bar"] = round(engine * per_bar, 2)
+            report[f"{case}_ours_engine_ticks"] = ran
             report[f"{case}_ledger_floor_us_per_bar"] = round(floor * per_bar, 2)
             report[f"{case}_backtesting_py_us_per_bar"] = round(theirs["seconds"] * per_bar, 2)
         settings = case_settings(recording, cache, "costs")

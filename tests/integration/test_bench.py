@@ -86,6 +86,16 @@ def test_the_backtest_bench_times_ours_beside_backtesting_py():
         assert report[f"{case}_backtesting_py_us_per_bar"] == pytest.approx(1e6 / theirs, rel=0.01)
         assert 0 < report[f"{case}_ours_plan_us_per_bar"] < whole
         assert 0 < report[f"{case}_ledger_floor_us_per_bar"] < whole
+        # The quiet ticks and the engine's are parts of ours too.
+        quiet, engine = (report[f"{case}_ours_{part}_us_per_bar"] for part in ("quiet", "engine"))
+        assert quiet > 0
+        assert engine > 0
+        assert quiet + engine < whole
+    # The engine runs the first tick (the risk engine's first sight of the equity), then only
+    # ticks that send or fill an order: none where the costs keep every order out.
+    assert report["costs_ours_simple_fills"] == 0
+    assert report["costs_ours_engine_ticks"] == 1
+    assert report["free_ours_engine_ticks"] >= report["free_ours_simple_fills"] > 0
     # Without costs both trade on the same signal: a comparison of trading, not of idling.
     assert report["free_ours_simple_fills"] > 0
     assert report["free_backtesting_py_trades"] > 0
