@@ -179,38 +179,38 @@ async def ours(
 PER_BAR_TABLES = ("ticks", "forecasts", "decisions", "equity")
 
 
-def tick_seconds(ledger: Path) -> tuple[float, float, int]:
-    """From the timings `ledger` keeps of each tick: the seconds of the quiet ticks (booked
-    by the quiet stretch: forecasts, strategy, sizing and checks, settling; not their ledger
-    rows), of the engine's stages in the ticks the engine ran itself (an order sent, rested
-    or filled), and how many of those there were."""
-    quiet, engine, ran = 0.0, 0.0, 0
-    connection = sqlite3.connect(ledger)
-    try:
-        for (timings,) in connection.execute("SELECT timings FROM ticks"):
-            stages = json.loads(timings)
-            if "quiet" in stages:
-                quiet += stages["quiet"]
-            else:
-                engine += sum(stages.values())
-                ran += 1
-    finally:
-        connection.close()
-    return quiet, engine, ran
-
-
-def ledger_floor(ledger: Path, scratch: Path, repeats: int) -> float:
-    """Median seconds to write `ledger`'s rows of `PER_BAR_TABLES` into a fresh ledger as a
-    backtest's ledger writes them when its run ends (`BufferedDatabase`: no syncs, the journal
-    in memory, one transaction), with the rows already made."""
+def per_bar_rows(ledger: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """`ledger`'s rows of `PER_BAR_TABLES`, table by table."""
     source = sqlite3.connect(ledger)
     try:
-        rows = {
+        return {
             t: source.execute(f"SELECT * FROM {t}").fetchall()  # noqa: S608 - our own names
             for t in PER_BAR_TABLES
         }
     finally:
         source.close()
+
+
+def tick_seconds(ticks: list[tuple[Any, ...]]) -> tuple[float, float, int]:
+    """From the timings a ledger keeps of each tick (the last column of its `ticks` rows):
+    the seconds of the quiet ticks (booked by the quiet stretch: forecasts, strategy, sizing
+    and checks, settling; not their ledger rows), of the engine's stages in the ticks the
+    engine ran itself (an order sent, rested or filled), and how many of those there were."""
+    quiet, engine, ran = 0.0, 0.0, 0
+    for row in ticks:
+        stages = json.loads(row[-1])
+        if "quiet" in stages:
+            quiet += stages["quiet"]
+        else:
+            engine += sum(stages.values())
+            ran += 1
+    return quiet, engine, ran
+
+
+def ledger_floor(rows: dict[str, list[tuple[Any, ...]]], scratch: Path, repeats: int) -> float:
+    """Median seconds to write `rows` (`per_bar_rows`) into a fresh ledger as a backtest's
+    ledger writes them when its run ends (`BufferedDatabase`: no syncs, the journal in memory,
+    one transaction), with the rows already made."""
     seconds = []
     for i in range(repeats):
         path = scratch / f"floor-{i}.sqlite3"
@@ -292,8 +292,9 @@ async def bench(recording: Recording, repeats: int, cache: Path | None) -> dict[
             seconds, planning, fills, ledger = await ours(
                 settings, recording, cached, "simple", folder, repeats
             )
-            floor = ledger_floor(ledger, folder, repeats)
-            quiet, engine, ran = tick_seconds(ledger)
+            kept = per_bar_rows(ledger)
+            floor = ledger_floor(kept, folder, repeats)
+            quiet, engine, ran = tick_seconds(kept["ticks"])
             theirs = time_backtesting_py(frame, settings, repeats)
             report[f"{case}_ours_simple_bars_per_s"] = round(len(times) / seconds)
             report[f"{case}_ours_simple_fills"] = fills
