@@ -35,11 +35,16 @@ def filled_order() -> tuple[Order, Fill]:
     return order.with_fill(fill), fill
 
 
+def marks(equity: Decimal) -> DayMarks:
+    """Each mark its own value, so that each column is seen to come back."""
+    return DayMarks(AT.date(), Decimal(10_000), Decimal(10_050), equity, Decimal(10_100))
+
+
 def record(status: TradingStatus, equity: Decimal) -> TickRecord:
     return TickRecord(
         at=AT, outcome="ok", ready=1, skipped={}, timings={"data": 0.001}, forecasts=[],
         decisions=[], equity=equity, cash=equity, exposure=Decimal(0), drawdown=0.0,
-        status=status, day=DayMarks(AT.date(), equity, equity),
+        status=status, day=marks(equity),
     )  # fmt: skip
 
 
@@ -70,7 +75,7 @@ async def test_a_committed_tick_is_restored_whole(tmp_path):
     assert state.cursor == {"SOL/USDT": AT}
     assert state.status is not None
     assert (state.status.state, state.status.reason) == (TradingState.REDUCING, "drawdown")
-    assert state.day == DayMarks(AT.date(), Decimal(9_999), Decimal(9_999))
+    assert state.day == marks(Decimal(9_999))
     assert state.last_tick == AT
     assert state.open_orders == []
 

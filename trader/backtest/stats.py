@@ -9,7 +9,8 @@ risk-free rate rf (per bar: rf_p = (1 + rf)^(1/P) - 1):
     volatility         std(r, ddof=1) * sqrt(P)
     Sharpe             mean(r - rf_p) / std(r, ddof=1) * sqrt(P)
     Sortino            mean(r - rf_p) / sqrt(mean(min(r - rf_p, 0)^2)) * sqrt(P)
-    max drawdown       max over i of 1 - E_i / max(E_0 .. E_i)
+    max drawdown       max over i of 1 - E_i / max(E_0 .. E_i)  (the ledger's equity.drawdown,
+                       whose maximum it is, but for the closing out at the end)
 
 The drawdown's duration runs from the peak before the deepest trough to the first bar back at
 that peak (or to the end, flagged as not recovered). A ratio whose denominator is zero (no

@@ -45,8 +45,20 @@ class RiskSettings(Section):
     max_position_notional: Money = Field(Decimal(2500), description="largest position per symbol")
     max_total_exposure: Money = Field(Decimal(5000), description="largest sum of |positions|")
     max_orders_per_minute: int = Field(10, ge=1, description="order rate limit")
-    max_daily_loss: Fraction = Field(0.05, description="halt after losing this share of equity")
-    max_drawdown: Fraction = Field(0.10, description="halt after this drawdown from today's peak")
+    max_daily_loss: Fraction = Field(
+        0.05,
+        description="halt after losing this share of the day's reference equity: the last "
+        "equity before the UTC day began (the previous session's close for a stock), so the "
+        "day's first bar counts, on daily bars as on 1h; the daemon's halt waits for a person, "
+        "a backtest's ends as backtest.on_halt says",
+    )
+    max_drawdown: Fraction = Field(
+        0.10,
+        description="only reducing orders after this drawdown from the running peak of equity "
+        "(all time, not the day's: a slow slide over weeks counts); the daemon's waits for a "
+        "person, whose resume measures both limits from the equity then; a backtest's ends as "
+        "backtest.on_halt says (at the next day: measured from that day's start)",
+    )
     min_edge_bps: float = Field(5.0, ge=0, description="expected edge required after fees+spread")
 
 

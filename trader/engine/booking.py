@@ -73,12 +73,15 @@ def settle(
 ) -> tuple[TickRecord, TradingStatus | None]:
     """The tick's end, before the ledger: the portfolio valued at `marks` (`valued`, when the
     caller has), the risk engine seeing the equity (its new status when it changes), the
-    report's figures, and the ledger's record of the tick."""
+    report's figures, and the ledger's record of the tick. The record's drawdown is from the
+    account's all-time high (the backtest report's max drawdown is its maximum); the report's
+    is the one `max_drawdown` limits, from the peak re-based when trading last resumed."""
     equity, _, exposure = valued or valuation(portfolio, marks)
     change = risk.observe_equity(report.at, equity)
-    drawdown = risk.drawdown(equity)
+    drawdown = risk.drawdown(equity)  # the ledger's: from the account's all-time high
     report.equity, report.status = equity, risk.status
-    report.marks, report.drawdown = marks, drawdown
+    # Telemetry's figures are the limits' own, so that each compares with its limit.
+    report.marks, report.drawdown = marks, risk.limit_drawdown(equity)
     report.daily_loss = risk.daily_loss(equity)
     record = TickRecord(
         at=report.at,

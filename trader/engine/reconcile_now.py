@@ -16,7 +16,7 @@ from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.ledger.trading import TradingLedger
 from trader.market.live_source import exchange_feed, venue_clock
-from trader.risk.engine import DayMarks
+from trader.risk.marks import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
 

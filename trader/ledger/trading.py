@@ -14,7 +14,7 @@ import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -44,15 +44,21 @@ from trader.ledger.codec import (
 )
 from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.ledger.forecast_rows import forecast_row
-from trader.risk.engine import DayMarks
-from trader.risk.state import TradingState, TradingStatus
+from trader.ledger.trading_state import (
+    SET_STATE,
+    read_status,
+    state_row,
+    write_status,
+    write_status_event,
+)
+from trader.risk.marks import DayMarks
+from trader.risk.state import TradingStatus
 
 _TERMINAL = tuple(s.value for s in OrderStatus if s.is_terminal)
 _MOVE_CURSOR = (
     "INSERT INTO market_cursor VALUES (?, ?) ON CONFLICT (symbol) DO UPDATE "
     "SET last_bar_start = excluded.last_bar_start"
 )
-_SET_STATE = "INSERT OR REPLACE INTO trading_state VALUES (1, ?, ?, ?, ?, ?, ?)"
 _UPSERT_ORDER = """
     INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (client_order_id) DO UPDATE SET status = excluded.status,
@@ -63,7 +69,7 @@ _UPSERT_ORDER = """
 # counts, in the order the keys were first written (a buffered ledger keeps no more).
 LATEST_ONLY: dict[str, Callable[[Sequence[Any]], object]] = {
     _MOVE_CURSOR: operator.itemgetter(0),  # by symbol
-    _SET_STATE: lambda row: 1,  # the one row
+    SET_STATE: lambda row: 1,  # the one row
     # By client order id: an order's later rows differ from its first only in the columns the
     # upsert updates (its status, filled amount, exchange id, time), so the last row is the
     # order as it ended, at the place its first took.
@@ -235,7 +241,7 @@ class TradingLedger:
             c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
             _write_tick(c, record, state)
             if change is not None:
-                _write_status_event(c, change)
+                write_status_event(c, change)
 
         await self._db.write(write, durable=bool(executions) or change is not None)
 
@@ -254,7 +260,7 @@ class TradingLedger:
             c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
             _write_ticks(c, records, states)
             if change is not None:
-                _write_status_event(c, change)
+                write_status_event(c, change)
 
         await self._db.write(write, durable=change is not None)
 
@@ -262,14 +268,14 @@ class TradingLedger:
         """The trading state's row for `record` (made again only when it changed)."""
         status, day, state = self._state
         if record.status is not status or record.day is not day:
-            state = _state_row(record.status, record.day)
+            state = state_row(record.status, record.day)
             self._state = (record.status, record.day, state)
         return state
 
     async def record_status(self, status: TradingStatus, day: DayMarks | None) -> None:
         def write(c: Statements) -> None:
-            _write_status(c, status, day)
-            _write_status_event(c, status)
+            write_status(c, status, day)
+            write_status_event(c, status)
 
         await self._db.write(write)
 
@@ -339,7 +345,7 @@ def _write_ticks(
             for tick, r in dated
         ],
     )
-    c.executemany(_SET_STATE, states[-1:])  # one row, kept in place: the last tick's
+    c.executemany(SET_STATE, states[-1:])  # one row, kept in place: the last tick's
     c.executemany(
         "INSERT OR REPLACE INTO ticks VALUES (?, ?, ?, ?, ?, ?)",
         [
@@ -348,26 +354,6 @@ def _write_ticks(
              sorted_seconds_json(r.timings))
             for tick, r in dated
         ],
-    )  # fmt: skip
-
-
-def _write_status_event(c: Statements, status: TradingStatus) -> None:
-    c.execute(
-        "INSERT INTO trading_state_events (at, state, reason) VALUES (?, ?, ?)",
-        (time_text(status.since), status.state.value, status.reason),
-    )
-
-
-def _write_status(c: Statements, status: TradingStatus, day: DayMarks | None) -> None:
-    c.execute(_SET_STATE, _state_row(status, day))
-
-
-def _state_row(status: TradingStatus, day: DayMarks | None) -> tuple[object, ...]:
-    return (
-        status.state.value, status.reason, time_text(status.since),
-        day.day.isoformat() if day else None,
-        money_text(day.start) if day else None,
-        money_text(day.peak) if day else None,
     )  # fmt: skip
 
 
@@ -407,7 +393,7 @@ def _load(c: sqlite3.Connection) -> LedgerState:
     cursor = {
         s: parse_time(t) for s, t in c.execute("SELECT symbol, last_bar_start FROM market_cursor")
     }
-    status, day = _status(c)
+    status, day = read_status(c)
     last = c.execute("SELECT max(at) FROM ticks").fetchone()[0]
     recent = dict(
         c.execute(
@@ -419,17 +405,6 @@ def _load(c: sqlite3.Connection) -> LedgerState:
         parse_time(last) if last else None,
         {cid: OrderStatus(status) for cid, status in recent.items()},
     )  # fmt: skip
-
-
-def _status(c: sqlite3.Connection) -> tuple[TradingStatus | None, DayMarks | None]:
-    row = c.execute(
-        "SELECT state, reason, since, day, day_start_equity, day_peak_equity FROM trading_state"
-    ).fetchone()
-    if row is None:
-        return None, None
-    state, reason, since, day, start, peak = row
-    marks = DayMarks(date.fromisoformat(day), Decimal(start), Decimal(peak)) if day else None
-    return TradingStatus(TradingState(state), reason, parse_time(since)), marks
 
 
 def _check_consistent(stored: Portfolio, derived: Portfolio) -> None:

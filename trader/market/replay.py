@@ -7,7 +7,6 @@ spread model and are labelled MODELLED.
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -21,6 +20,9 @@ from trader.config.loader import DataLayer, data_layer
 from trader.domain import Bar, Instrument, Timeframe, from_epoch_ms
 from trader.logging import get_logger
 from trader.market.feed import UnknownSymbols
+from trader.market.files.folders import bar_files
+from trader.market.files.instruments import Wanted, wanted_symbol, wanted_ticker
+from trader.market.files.naming import name_symbol, symbol_from_name
 from trader.market.files.options import AS_WRITTEN, ReadOptions, ReplayDataError
 from trader.market.files.read import read_bar_file
 from trader.market.files.report import FileReport
@@ -40,16 +42,14 @@ __all__ = [
     "symbol_from_name",
 ]
 
-# Quote currencies recognised in file names such as SOLUSDT_1h.csv.
-_QUOTES = ("USDT", "USDC", "FDUSD", "BUSD", "TUSD", "USD", "EUR", "GBP", "BTC", "ETH", "BNB")
-
 
 @dataclass(frozen=True)
 class Recording:
     """One symbol's recorded bars: rows (start ms, open, high, low, close, volume, quote
     volume or None), in time order, one per time. `report`: how the file was read;
     `naive_times`: its times of day had no zone and were read as UTC (a later step may know
-    the exchange's zone better)."""
+    the exchange's zone better); `notes`: how its symbol was told and what else reading it
+    decided beyond the file's report."""
 
     symbol: str
     timeframe: Timeframe
@@ -57,19 +57,11 @@ class Recording:
     path: Path
     report: FileReport | None = None
     naive_times: bool = False
+    notes: tuple[str, ...] = ()
 
     @property
     def starts(self) -> list[int]:
         return [row[0] for row in self.rows]
-
-
-def symbol_from_name(path: Path) -> str | None:
-    """SOLUSDT_1h.csv -> SOL/USDT; None when the name does not say."""
-    stem = re.split(r"[_\-. ]", path.stem)[0].upper()
-    for quote in _QUOTES:
-        if stem.endswith(quote) and len(stem) > len(quote):
-            return f"{stem[: -len(quote)]}/{quote}"
-    return None
 
 
 def read_recording(
@@ -79,16 +71,23 @@ def read_recording(
     options: ReadOptions = AS_WRITTEN,
 ) -> Recording:
     """Bars from a CSV or Parquet file, in time order with one row per time, values exactly as
-    recorded (no cleaning: hygiene is downstream). What reading took is logged and reported."""
-    bars = read_bar_file(path, options)
-    symbol = symbol or symbol_from_name(path)
-    if symbol is None:
-        raise ReplayDataError(
-            f"{path}: cannot tell the symbol from the name; give it, e.g. ABC/USDT"
-        )
-    timeframe = timeframe or _timeframe_of_rows(bars.rows, path)
+    recorded (no cleaning: hygiene is downstream). What reading took is logged and reported.
+    A file of several instruments is read for the one `symbol` or `options.tickers` (one
+    value) names."""
+    if len(options.tickers) > 1:
+        raise ReplayDataError(f"{path}: one --ticker for one file, not {len(options.tickers)}")
+    ticker = options.tickers[0] if options.tickers else None
+    wanted: Wanted | None = None
+    if ticker is not None:
+        wanted = wanted_ticker(ticker)
+    elif symbol is not None:
+        wanted = wanted_symbol(symbol)
+    bars = read_bar_file(path, options, wanted)
     report = bars.report
-    return Recording(symbol, timeframe, bars.rows, path, report, report.naive_times)
+    named = name_symbol(path, symbol, report.instrument, asked=ticker is not None)
+    timeframe = timeframe or _timeframe_of_rows(bars.rows, path)
+    notes = (named.note,) if named.note else ()
+    return Recording(named.symbol, timeframe, bars.rows, path, report, report.naive_times, notes)
 
 
 def log_reading(recording: Recording) -> None:
@@ -119,7 +118,8 @@ def _timeframe_of_rows(rows: Sequence[Row], path: Path) -> Timeframe:
     """The median step between bars (rows sorted, one per time)."""
     if len(rows) < 2:
         raise ReplayDataError(
-            f"{path}: {len(rows)} distinct bar time(s), too few to tell the timeframe; give it"
+            f"{path}: {len(rows)} distinct bar time(s), too few to tell the timeframe; give a "
+            "file of at least two bars"
         )
     steps = np.diff(np.array([row[0] for row in rows], dtype=np.int64))
     return _timeframe_of(int(np.median(steps)), path)
@@ -156,6 +156,13 @@ class ReplayMarketData:
     @property
     def page_limit(self) -> int:
         return 1000
+
+    @property
+    def volume_unknown(self) -> frozenset[str]:
+        """The symbols whose file has no volume (its bars say 0: not "nothing traded")."""
+        return frozenset(
+            s for s, r in self._recordings.items() if r.report and not r.report.volume_known
+        )
 
     def instrument(self, symbol: str) -> Instrument:
         if self._rules is None:
@@ -227,14 +234,29 @@ def read_recordings(
     symbols: Sequence[str] | None = None,
     options: ReadOptions = AS_WRITTEN,
 ) -> list[Recording]:
-    """One recording per file, with one symbol per file (or each file's own name), and never
-    two files for one symbol."""
-    if symbols and len(symbols) != len(files):
-        raise RecordingsRequestError("give one symbol per file, or none")
-    recordings = [
-        read_recording(path, symbols[i] if symbols else None, options=options)
-        for i, path in enumerate(files)
-    ]
+    """One recording per file (a directory: each of its bar files, in name order), named by
+    the symbols given in order, else by each file's name or instrument column; several from
+    one file of several instruments given several symbols (or `options.tickers`); never two
+    recordings of one symbol."""
+    listed = bar_files(files)
+    tickers = options.tickers
+    if symbols and tickers and len(symbols) != len(tickers):
+        raise RecordingsRequestError("give as many --symbol as --ticker, or only one of the two")
+    asked = len(symbols or tickers)
+    if asked and asked != len(listed):
+        if len(listed) != 1:
+            raise RecordingsRequestError(
+                f"give one symbol per file ({len(listed)} files), or none, or several for one "
+                "file of several instruments"
+            )
+        listed = listed * asked
+    recordings = []
+    for i, item in enumerate(listed):
+        one = replace(options, tickers=(tickers[i],) if tickers else ())
+        recording = read_recording(item.path, symbols[i] if symbols else None, options=one)
+        if item.left_out:
+            recording = replace(recording, notes=(*recording.notes, item.left_out))
+        recordings.append(recording)
     names = [r.symbol for r in recordings]
     duplicated = sorted({name for name in names if names.count(name) > 1})
     if duplicated:

@@ -3,22 +3,27 @@
 Rules, in order: halted; synthetic or stale quote; reducing-only; order notional; position per
 symbol; total exposure; orders per minute; minimum edge after fees and spread. Orders that
 shrink exposure skip the size, exposure and edge rules (getting out must stay possible).
-Equity drives the state: a drawdown from the day's peak past the limit means REDUCING until
-the next UTC day; a loss since the day's start past the limit means HALTED until a person
-resumes it. A backtest has no person to resume it, so it says what the loss limit does
-instead (`HaltPolicy`): halt for good, halt until the next day, or reduce only until then.
+
+Equity drives the state, measured the same on every timeframe (`marks.DayMarks`): a loss
+since the previous day's close past `max_daily_loss` means HALTED; a drawdown from the running
+peak past `max_drawdown` means REDUCING. The daemon's stops wait for a person: resuming
+re-bases both limits to the equity at that moment, recorded in the state's reason. A backtest
+has no person, so `backtest.on_halt` (`HaltPolicy`) says what ends them: nothing (stop), or
+the next day (resume_next_day, reduce_only), when the limits are measured from the new day's
+reference equity.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Literal, Protocol
 
 from trader.config.trading_settings import RiskSettings
 from trader.domain import OrderType, Quote, QuoteSource, Side
+from trader.risk.marks import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
 
@@ -64,18 +69,10 @@ class Verdict:
     reason: str
 
 
-@dataclass(frozen=True)
-class DayMarks:
-    """Equity at the start of the UTC day and its peak since."""
-
-    day: date
-    start: Decimal
-    peak: Decimal
-
-
 OK = Verdict(True, "ok", "accepted")
 _MINUTE = timedelta(minutes=1)
 DAILY_LOSS = "daily loss"
+DRAWDOWN = "drawdown"
 # wait: halted until a person resumes (the daemon). The others are backtest.on_halt's.
 HaltPolicy = Literal["wait", "stop", "resume_next_day", "reduce_only"]
 
@@ -91,13 +88,17 @@ class RiskEngine:
         status: TradingStatus,
         day: DayMarks | None = None,
         halt_policy: HaltPolicy = "wait",
+        opening: Decimal | None = None,
     ) -> None:
+        """`day`: the marks the ledger kept (None: no tick yet); `opening`: the equity before
+        the first tick (the starting cash), the first day's reference and the first peak."""
         self.settings = settings
         self.halt_policy = halt_policy
         self.maker_fee_bps, self.taker_fee_bps = maker_fee_bps, taker_fee_bps
         self.max_quote_age = max_quote_age
         self.status = status
         self.day = day
+        self.opening = opening
         self._sent: deque[datetime] = deque()
 
     @property
@@ -188,59 +189,76 @@ class RiskEngine:
 
     def observe_equity(self, at: datetime, equity: Decimal) -> TradingStatus | None:
         """Follow equity; the new status when it changes, else None."""
-        today = at.date()
-        if self.day is None or self.day.day != today:
-            self.day = DayMarks(today, equity, equity)
-            if self.state is TradingState.REDUCING or self._halt_ends_today():
-                return self._move(TradingState.ACTIVE, "a new trading day", at)
-        elif equity > self.day.peak:
-            self.day = DayMarks(today, self.day.start, equity)
-        if self.state is TradingState.HALTED or self.day.start <= 0:
-            return None
-        if equity >= self.day.peak and equity >= self.day.start:  # no loss, no drawdown
-            return None
-        loss = float((self.day.start - equity) / self.day.start)
+        today = at.astimezone(UTC).date()
+        change = None
+        if self.day is None:
+            marks = DayMarks.opening(today, equity if self.opening is None else self.opening)
+        else:
+            marks = self.day.on(today)
+            if marks.day != self.day.day and self._stop_ends_with_day():
+                marks = marks.rebased(marks.start)
+                # Measured from the day's reference now (the ledger's trading_state row keeps it).
+                change = self._move(TradingState.ACTIVE, "a new trading day", at)
+        self.day = marks = marks.seen(equity)
+        if self.state is TradingState.HALTED:
+            return change
+        loss = marks.loss(equity)
         if loss > self.settings.max_daily_loss:
-            return self._daily_loss(f"{loss:.2%} > {self.settings.max_daily_loss:.2%}", at)
-        drawdown = float((self.day.peak - equity) / self.day.peak)
+            what = f"{loss:.2%} > {self.settings.max_daily_loss:.2%}"
+            return self._daily_loss(f"{what} since equity {marks.start:.2f}", at) or change
+        drawdown = marks.limit_drawdown(equity)
         if drawdown > self.settings.max_drawdown and self.state is TradingState.ACTIVE:
-            why = f"drawdown {drawdown:.2%} from today's peak > {self.settings.max_drawdown:.2%}"
+            what = (
+                f"{drawdown:.2%} from the peak {marks.peak:.2f} > {self.settings.max_drawdown:.2%}"
+            )
+            why = f"{DRAWDOWN} {what}: only reducing orders {self._until()}"
             return self._move(TradingState.REDUCING, why, at)
-        return None
+        return change
+
+    def _until(self) -> str:
+        """How long a stop of the limits lasts, under the halt policy."""
+        if self.halt_policy == "wait":
+            return "until a person resumes (the limits are then measured from that equity)"
+        if self.halt_policy == "stop":
+            return "for the rest of the run (on_halt)"
+        return "until the next day (on_halt)"
 
     def _daily_loss(self, what: str, at: datetime) -> TradingStatus | None:
         if self.halt_policy == "reduce_only":
             if self.state is TradingState.REDUCING:
                 return None
-            reason = f"{DAILY_LOSS} {what}: only reducing orders until the next day (on_halt)"
+            reason = f"{DAILY_LOSS} {what}: only reducing orders {self._until()}"
             return self._move(TradingState.REDUCING, reason, at)
-        if self.halt_policy == "resume_next_day":
-            reason = f"{DAILY_LOSS} {what}: halted until the next day (on_halt)"
-        elif self.halt_policy == "stop":
-            reason = f"{DAILY_LOSS} {what}: halted for the rest of the run (on_halt)"
-        else:
-            reason = f"{DAILY_LOSS} {what}"
+        reason = f"{DAILY_LOSS} {what}: halted {self._until()}"
         return self._move(TradingState.HALTED, reason, at)
 
-    def _halt_ends_today(self) -> bool:
-        """A loss-limit halt that ends with its day (backtest.on_halt = resume_next_day)."""
+    def _stop_ends_with_day(self) -> bool:
+        """A stop of the loss or drawdown limit that ends with its day (backtest.on_halt =
+        resume_next_day or reduce_only); any other stop waits for a person."""
         return (
-            self.state is TradingState.HALTED
-            and self.halt_policy == "resume_next_day"
-            and self.status.reason.startswith(DAILY_LOSS)
+            self.state is not TradingState.ACTIVE
+            and self.halt_policy in ("resume_next_day", "reduce_only")
+            and self.status.reason.startswith((DAILY_LOSS, DRAWDOWN))
         )
 
     def drawdown(self, equity: Decimal) -> float:
-        if self.day is None or self.day.peak <= 0 or equity >= self.day.peak:
-            return 0.0
-        return float((self.day.peak - equity) / self.day.peak)
+        """The drawdown from the account's all-time high (its opening equity included): what
+        the ledger's `equity.drawdown` records and the backtest report's max drawdown reads."""
+        return 0.0 if self.day is None else self.day.drawdown(equity)
 
-    def daily_loss(self, equity: Decimal) -> float:
-        """The loss since the day began, as a share of its starting equity (what
-        `max_daily_loss` limits); 0 when up."""
-        if self.day is None or self.day.start <= 0 or equity >= self.day.start:
+    def limit_drawdown(self, equity: Decimal) -> float:
+        """The drawdown `max_drawdown` limits: from the running peak, re-based when trading
+        last resumed (the same as `drawdown` until then)."""
+        return 0.0 if self.day is None else self.day.limit_drawdown(equity)
+
+    def daily_loss(self, equity: Decimal, at: datetime | None = None) -> float:
+        """The loss since the day's reference equity (the previous day's close), as a share
+        of it (what `max_daily_loss` limits); 0 when up. `at`: a time between ticks, which
+        may be in a day the marks have not seen yet."""
+        if self.day is None:
             return 0.0
-        return float((self.day.start - equity) / self.day.start)
+        marks = self.day if at is None else self.day.on(at.astimezone(UTC).date())
+        return marks.loss(equity)
 
     def halt(self, reason: str, at: datetime) -> TradingStatus | None:
         if self.state is TradingState.HALTED:
@@ -248,8 +266,14 @@ class RiskEngine:
         return self._move(TradingState.HALTED, reason, at)
 
     def resume(self, reason: str, at: datetime) -> TradingStatus | None:
+        """Back to ACTIVE. A person resuming accepts the losses so far: the day's loss and the
+        drawdown limit are measured from the last equity seen from now on (the reason says
+        from what), else the next tick would stop trading again at once."""
         if self.state is TradingState.ACTIVE:
             return None
+        if self.day is not None:
+            self.day = self.day.rebased(self.day.last)
+            reason = f"{reason}; limits measured from equity {self.day.last:.2f}"
         return self._move(TradingState.ACTIVE, reason, at)
 
     def _move(self, state: TradingState, reason: str, at: datetime) -> TradingStatus:

@@ -120,8 +120,10 @@ class ScheduledJobs:
             unrealized = portfolio.unrealized_pnl(marks)
         except DomainError:
             return  # a position with no price yet: nothing is guessed
-        drawdown = engine.risk.drawdown(equity)
-        metrics.observe_book(portfolio, marks, equity, drawdown, engine.risk.daily_loss(equity))
+        drawdown = engine.risk.limit_drawdown(equity)  # as the ticks report it
+        # Between ticks the UTC day may have turned: its loss is then from the last tick's.
+        daily_loss = engine.risk.daily_loss(equity, venue.clock.now())
+        metrics.observe_book(portfolio, marks, equity, drawdown, daily_loss)
         if parts.link is not None:
             parts.link.publish(
                 events.pnl(

@@ -127,21 +127,36 @@ def test_halted_refuses_everything_and_reducing_only_what_grows_exposure():
     assert reducing.check(check(Side.SELL, "1", position="5", edge=None), AT).accepted
 
 
-def test_drawdown_from_the_days_peak_means_reducing_until_the_next_day():
+def test_drawdown_from_the_running_peak_means_reducing_until_a_person_resumes():
     risk = engine()
     assert risk.observe_equity(AT, Decimal(10_000)) is None
     assert risk.observe_equity(AT + timedelta(hours=1), Decimal(11_000)) is None
-    change = risk.observe_equity(AT + timedelta(hours=2), Decimal(9_850))
+    # A slide over days: no day loses 5%, yet the peak of two days ago is 10.45% away.
+    assert risk.observe_equity(AT + timedelta(days=1), Decimal(10_500)) is None
+    assert risk.observe_equity(AT + timedelta(days=2), Decimal(10_100)) is None
+    change = risk.observe_equity(AT + timedelta(days=3), Decimal(9_850))
     assert change is not None
     assert change.state is TradingState.REDUCING
-    assert change.reason == "drawdown 10.45% from today's peak > 10.00%"
+    assert change.reason == (
+        "drawdown 10.45% from the peak 11000.00 > 10.00%: only reducing orders until a person "
+        "resumes (the limits are then measured from that equity)"
+    )
     assert risk.drawdown(Decimal(9_850)) == pytest.approx(0.104545, abs=1e-5)
-    # The day's loss is from its start, not its peak: what max_daily_loss limits.
-    assert risk.daily_loss(Decimal(9_850)) == pytest.approx(0.015)
-    assert risk.daily_loss(Decimal(10_500)) == 0.0
-    next_day = risk.observe_equity(AT + timedelta(days=1), Decimal(9_850))
-    assert next_day is not None
-    assert (next_day.state, next_day.reason) == (TradingState.ACTIVE, "a new trading day")
+    # The day's loss is from the previous day's close, not the peak: max_daily_loss's.
+    assert risk.daily_loss(Decimal(9_850)) == pytest.approx(1 - 9_850 / 10_100)
+    assert risk.daily_loss(Decimal(10_600)) == 0.0
+    assert risk.observe_equity(AT + timedelta(days=4), Decimal(9_850)) is None  # stays
+    assert risk.state is TradingState.REDUCING
+    resumed = risk.resume("resumed by ops", AT + timedelta(days=4))
+    assert resumed is not None
+    assert resumed.reason == "resumed by ops; limits measured from equity 9850.00"
+    # Measured from the resume now: a further 5% is not yet 10% of the new peak.
+    assert risk.observe_equity(AT + timedelta(days=4, hours=1), Decimal(9_400)) is None
+    assert risk.state is TradingState.ACTIVE
+    # The record keeps the account's all-time high: the ledger's drawdown is from 11,000.
+    assert risk.drawdown(Decimal(9_400)) == pytest.approx(1 - 9_400 / 11_000)
+    # The limit's, which telemetry compares with max_drawdown, is from the resume.
+    assert risk.limit_drawdown(Decimal(9_400)) == pytest.approx(1 - 9_400 / 9_850)
 
 
 def test_a_daily_loss_past_the_limit_halts_until_resumed():
@@ -150,11 +165,17 @@ def test_a_daily_loss_past_the_limit_halts_until_resumed():
     change = risk.observe_equity(AT + timedelta(hours=1), Decimal(9_400))
     assert change is not None
     assert change.state is TradingState.HALTED
-    assert change.reason == "daily loss 6.00% > 5.00%"
+    assert change.reason == (
+        "daily loss 6.00% > 5.00% since equity 10000.00: halted until a person resumes (the "
+        "limits are then measured from that equity)"
+    )
     assert risk.observe_equity(AT + timedelta(days=1), Decimal(9_400)) is None  # stays halted
     resumed = risk.resume("checked by hand", AT + timedelta(days=1))
     assert resumed is not None
     assert resumed.state is TradingState.ACTIVE
+    # The day's loss counts from the resume: 9,400 is no loss any more.
+    assert risk.observe_equity(AT + timedelta(days=1, hours=1), Decimal(9_300)) is None
+    assert risk.daily_loss(Decimal(9_300)) == pytest.approx(1 - 9_300 / 9_400)
 
 
 @pytest.mark.parametrize(
@@ -171,7 +192,7 @@ def test_a_backtest_says_what_the_daily_loss_limit_does(policy, during, next_day
     change = risk.observe_equity(AT + timedelta(hours=1), Decimal(9_400))
     assert change is not None
     assert change.state is during
-    assert change.reason.startswith("daily loss 6.00% > 5.00%: ")
+    assert change.reason.startswith("daily loss 6.00% > 5.00% since equity 10000.00: ")
     assert risk.observe_equity(AT + timedelta(hours=2), Decimal(9_300)) is None  # no flapping
     if during is TradingState.REDUCING:
         # Getting out stays possible; getting in does not.

@@ -28,9 +28,12 @@ class Order:
     moved: int
 
 
-def order(ms: Ints, strict: bool, path: Path) -> Order:
+def order(ms: Ints, strict: bool, path: Path, file_rows: Ints | None = None) -> Order:
     """Time order, stable: a newest-first file is reversed; otherwise rows out of place are
-    moved, counted as the fewest rows that had to move (n minus the longest ordered run)."""
+    moved, counted as the fewest rows that had to move (n minus the longest ordered run).
+    Only a file mostly newest-first is called reversed: a shuffled one, whose longest run
+    backward happens to beat its longest run forward, is not. `file_rows`: each row's index
+    in the file, when `ms` holds only some of its rows (one instrument's)."""
     if _ascending(ms):
         return Order(None, False, 0)
     everything = np.arange(len(ms), dtype=np.int64)
@@ -38,16 +41,18 @@ def order(ms: Ints, strict: bool, path: Path) -> Order:
         return Order(everything[::-1], True, 0)
     forward, backward = _longest_ordered(ms.tolist()), _longest_ordered(ms[::-1].tolist())
     reverse = backward > forward
+    mostly_newest_first = reverse and 2 * backward > len(ms)
     base = everything[::-1] if reverse else everything
     if strict:
-        row = int(base[int(np.flatnonzero(np.diff(ms[base]) < 0)[0]) + 1]) + 1
+        row = int(base[int(np.flatnonzero(np.diff(ms[base]) < 0)[0]) + 1])
+        row = (row if file_rows is None else int(file_rows[row])) + 1
         raise ReplayDataError(
             f"{path}: rows are not in time order ({len(ms) - max(forward, backward)} rows out "
             f"of place, the first at data row {row}); sort the file, or leave out --strict to "
             "have it sorted"
         )
     positions = base[np.argsort(ms[base], kind="stable")]
-    return Order(positions, reverse, len(ms) - max(forward, backward))
+    return Order(positions, mostly_newest_first, len(ms) - max(forward, backward))
 
 
 def _ascending(ms: Ints) -> bool:

@@ -28,6 +28,9 @@ _MAGIC = {
 _HEAD_BYTES = 64 * 1024
 # pyarrow's missing-value spellings less its NaNs: a NaN in the file stays NaN in the row.
 _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "N/A", "NA", "NULL", "n/a", "null")
+# Naive ISO times become timestamps as the CSV is parsed; times with offsets stay text, for
+# their offsets to be seen (files/offsets.py: one column mixing them is refused).
+_TIMESTAMP_PARSERS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
 def read_table(path: Path, options: ReadOptions) -> pa.Table:
@@ -66,7 +69,9 @@ def _read_csv(path: Path, compression: str, options: ReadOptions) -> pa.Table:
         return pa_csv.read_csv(
             pa.input_stream(str(path), compression=compression),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter),
-            convert_options=pa_csv.ConvertOptions(column_types=types, null_values=_MISSING),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=types, null_values=_MISSING, timestamp_parsers=_TIMESTAMP_PARSERS
+            ),
         )
 
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trader.market.files.arrow_numpy import to_numpy
+from trader.market.files.offsets import check_offsets
 from trader.market.files.options import ReadOptions, ReplayDataError
 from trader.market.files.report import EPOCH_UTC, shown
 from trader.market.files.text_times import string_times, text_times
@@ -30,7 +31,8 @@ def read_times(values: pa.Array, name: str, options: ReadOptions, path: Path) ->
     kind = values.type
     if options.date_format is not None:
         text = pc.cast(values, pa.string())
-        return text_times(text, (options.date_format,), "format", options, path)
+        read = text_times(text, (options.date_format,), "format", options, path)
+        return check_offsets(text, read, name, options, path)
     if pa.types.is_timestamp(kind):
         return clock_times(values, options, "datetime", "iso", path)
     if pa.types.is_date(kind):
@@ -39,7 +41,7 @@ def read_times(values: pa.Array, name: str, options: ReadOptions, path: Path) ->
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         return _epoch_times(values, name, options, path)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return string_times(values, name, options, path)
+        return check_offsets(values, string_times(values, name, options, path), name, options, path)
     raise ReplayDataError(f"{path}: column {shown(name)} holds {kind} values, not times")
 
 
