@@ -72,6 +72,7 @@ AGREED_METRICS = frozenset(
         "trader_forecast_mase",
         "trader_forecast_coverage",
         "trader_forecast_skill_vs_naive",
+        "trader_forecast_skill_vs_no_change",
         "trader_forecast_skill_window_forecasts",
         "trader_forecast_scores_total",
         "trader_forecasts_total",

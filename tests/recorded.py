@@ -16,6 +16,17 @@ SOLUSDT_1H_2022 = RECORDED / "SOLUSDT_1h_2022.csv.gz"
 SOLUSD_15M = RECORDED / "SOLUSD_15m.csv.gz"
 # Shanghai A-share 600977, 5-minute bars in trading hours: the first 1,500.
 XSHG_600977_5MIN = RECORDED / "XSHG_600977_5min.csv.gz"
+# AAPL daily bars 2004-01-02 .. 2006-12-29 (bokeh-sampledata's Quandl WIKI prices): trading
+# days only, the 2:1 split on 2005-02-28, an `Adj Close` and a one-value `Ticker` column.
+AAPL_1D = RECORDED / "AAPL_1d_2004_2006.csv.gz"
+# MSFT daily bars 2002-01-02 .. 2004-12-31 from the same file, its Ticker column MSFT alone.
+MSFT_1D = RECORDED / "MSFT_1d_2002_2004.csv.gz"
+# AAPL, FB, GOOG, IBM and MSFT daily 2012-05-18 .. 2013-03-01 (196 rows each) from the same
+# file, in its order (by ticker, then date): a file of several instruments.
+STOCKS_5_TICKERS_1D = RECORDED / "stocks_5_tickers_1d.csv.gz"
+# The CBOE Volatility Index, daily 2009-06-01 .. 2009-07-31 (vega-datasets' ohlc.json, as CSV
+# date,open,high,low,close): an index, with no volume column.
+VIX_1D_NO_VOLUME = RECORDED / "VIX_1d_2009_no_volume.csv.gz"
 # What the published Kronos-small produced for the first 256 / 512 bars of XSHG_600977_5MIN.
 KRONOS_REGRESSION = RECORDED / "kronos_regression"
 

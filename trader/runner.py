@@ -155,6 +155,7 @@ async def build_engine(
         status=state.status or TradingStatus(TradingState.ACTIVE, "started", now),
         day=state.day,
         halt_policy=halt_policy,
+        opening=state.starting_cash,  # the first day's loss and the first peak start from it
     )
     return Engine(
         settings=settings,
@@ -321,9 +322,10 @@ async def run_replay(
     """Drive the engine over `recordings`, resuming after the ledger's last completed tick.
     `begin`/`end` keep the ticks in that span (bars before it still fill the first windows);
     `durable=False` keeps the ledger off the disk's critical path (a backtest's); `inference`
-    runs the forecasters (default: a worker thread); `halt_policy`: what the daily loss limit
-    does (a backtest's `on_halt`; the daemon's halt waits for a person); `calendars`: the
-    recordings' markets, when already worked out (else inferred or built from the settings)."""
+    runs the forecasters (default: a worker thread); `halt_policy`: what ends a stop of the
+    loss or drawdown limit (a backtest's `on_halt`; the daemon's waits for a person);
+    `calendars`: the recordings' markets, when already worked out (else inferred or built from
+    the settings)."""
     log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
     replay = calendars or replay_calendars(settings.market, recordings)

@@ -405,23 +405,31 @@ def skill_panels() -> list[Builder[dm.Panel] | db.Row]:
     return [
         db.Row("Forecast skill"),
         timeseries(
-            "Skill against no change",
-            "1 - CRPS / CRPS of the no-change forecast over the skill window: above 0 the "
-            "model's distribution beats no change; at or below 0 for hours raises an alert.",
+            "Skill against the naive random walk",
+            "1 - CRPS / CRPS of the naive reference (the random walk with the empirical "
+            "quantiles of the moves over the last forecast.naive_window bars: the baseline's "
+            "construction) over the skill window: above 0 the model's distribution beats it; "
+            "at or below 0 for hours raises an alert. The series marked vs no-change point: "
+            "against the no-change point forecast, which any spread beats (about 0.2 for "
+            "nothing): shown, never alerted on.",
             query(by_model("trader_forecast_skill_vs_naive"), "{{model}} {{symbol}}"),
+            query(
+                by_model("trader_forecast_skill_vs_no_change"),
+                "{{model}} {{symbol}} vs no-change point",
+            ),
             thresholds=[(0, RED)],
         ),
         timeseries(
             "CRPS of the forecast return",
             "Mean CRPS per step over the skill window (quantile approximation), the naive "
-            "no-change forecast's beside each model's.",
+            "reference's (model naive) beside each model's.",
             query(by_model("trader_forecast_crps"), "{{model}} {{symbol}}"),
         )
         .unit("percentunit")
         .min(0),
         timeseries(
             "MASE of the median",
-            "MAE of the median return over that of no change (naive = 1).",
+            "MAE of the median return over that of the no-change point forecast.",
             query(by_model("trader_forecast_mase"), "{{model}} {{symbol}}"),
             thresholds=[(1, AMBER)],
         ).min(0),

@@ -242,7 +242,7 @@ def test_the_status_panels_show_data(prometheus: RunningPrometheus, title: str):
 @pytest.mark.parametrize(
     "title",
     [
-        "Skill against no change",
+        "Skill against the naive random walk",
         "CRPS of the forecast return",
         "MASE of the median",
         "Interval coverage",

@@ -3,15 +3,19 @@ was asked: symbols that skipped ticks (how many, why), ticks a stage failed in, 
 what they meant for the rest of the run, strategies that never traded, forecasts the cache
 lacked. Too many skipped ticks, or any failed tick, fails the run (exit 1 unless the user
 accepts it): a table of figures over a period the engine mostly did not trade says nothing.
+A strategy that never traded is said next, every one with why (`no_trade`), but does not
+fail the run by itself: not trading may be right.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from trader.backtest.corporate_actions import split_findings
+from trader.backtest.no_trade import Activity, why_no_trade
 from trader.backtest.run import Backtest
+from trader.backtest.skip_verdict import by_count
 
 _HALT_MEANING = {
     "stop": "no order for the rest of the run: what it held, it held to the end",
@@ -27,15 +31,9 @@ class Finding:
 
 
 def findings(result: Backtest) -> list[Finding]:
-    found = _skips(result) + _failures(result) + _halts(result)
-    for strategy, run in result.runs.items():
-        if not run.fills and run.refusals:
-            rules = ", ".join(f"{rule} ({n:,})" for rule, n in sorted(run.refusals.items()))
-            found.append(Finding(
-                f"{strategy}: never traded: the risk checks refused every order it wanted, by "
-                f"{rules} (min_edge: the forecast move did not clear fees, spread and "
-                "risk.min_edge_bps)"
-            ))  # fmt: skip
+    # What fails the run first (it decides the exit), then every strategy that never traded.
+    said = _skips(result) + _failures(result) + _halts(result)
+    found = [f for f in said if f.fails] + _never_traded(result) + [f for f in said if not f.fails]
     first = int(result.ticks_ms[0])
     for symbol, held_from in result.held_from.items():
         if held_from != first:
@@ -49,7 +47,25 @@ def findings(result: Backtest) -> list[Finding]:
                 f"{use.model}: {use.live} forecasts were not in the cache and were made "
                 "during the run (the engine saw bars the recording's windows do not match)"
             ))  # fmt: skip
+    found += [Finding(text) for text in split_findings(result)]
     found += [Finding(warning) for warning in result.warnings]
+    return found
+
+
+def _never_traded(result: Backtest) -> list[Finding]:
+    """Every strategy that made no trade, and why, said first: a row of 0 trades reads as a
+    result. Not failing the run by itself: not trading may be what the strategy should do."""
+    symbols = len(result.symbols)
+    found = []
+    for strategy, run in result.runs.items():
+        if run.fills:
+            continue
+        activity = Activity(
+            ticks=len(result.ticks_ms) * symbols, symbols=symbols, flat=run.flat_reasons,
+            wanted=sum(n for d, n in run.decisions.items() if d != "flat"), orders=run.orders,
+            refusals=run.refusals, skipped=run.skipped,
+        )  # fmt: skip
+        found.append(Finding(f"{strategy}: 0 trades: {why_no_trade(activity)}"))
     return found
 
 
@@ -62,10 +78,10 @@ def _skips(result: Backtest) -> list[Finding]:
         per_run = {s: dict(r.skipped_by_symbol.get(symbol, {})) for s, r in result.runs.items()}
         groups: dict[str, list[str]] = {}
         for strategy, reasons in per_run.items():
-            groups.setdefault(_reasons(reasons), []).append(strategy)
+            groups.setdefault(by_count(reasons), []).append(strategy)
         for strategy, reasons in per_run.items():
             skipped = sum(reasons.values())
-            members = groups.get(_reasons(reasons), [])
+            members = groups.get(by_count(reasons), [])
             if not skipped or members[0] != strategy:
                 continue  # nothing skipped, or said already for its group
             who = "every strategy" if len(members) == len(per_run) else ", ".join(members)
@@ -73,7 +89,7 @@ def _skips(result: Backtest) -> list[Finding]:
             over = share > limit
             found.append(Finding(
                 f"{symbol}: {skipped:,} of {ticks:,} ticks skipped ({share:.1%}) in {who}: "
-                f"{_reasons(reasons)}"
+                f"{by_count(reasons)}"
                 + (f" - more than backtest.max_skipped_share ({limit:.0%})" if over else ""),
                 fails=over,
             ))  # fmt: skip
@@ -105,7 +121,7 @@ def _halts(result: Backtest) -> list[Finding]:
         meaning = (
             _HALT_MEANING[policy]
             if first.reason.startswith("daily loss")
-            else _state_meaning(first.state)
+            else _state_meaning(first.state, first.reason, policy)
         )
         found.append(Finding(
             f"{strategy}: {first.state.upper()} at {first.at:%Y-%m-%d %H:%M} ({first.reason}): "
@@ -115,17 +131,19 @@ def _halts(result: Backtest) -> list[Finding]:
     return found
 
 
-def _state_meaning(state: str) -> str:
+def _state_meaning(state: str, reason: str, policy: str) -> str:
+    if reason.startswith("drawdown") and policy == "stop":
+        return "only orders that shrink a position for the rest of the run"
+    if reason.startswith("drawdown"):
+        return (
+            "only orders that shrink a position until the next day, then trading resumed with "
+            "the drawdown measured from that day's start"
+        )
     if state == "reducing":
-        return "only orders that shrink a position until the next day"
+        return "only orders that shrink a position for the rest of the run"
     return (
         "no order for the rest of the run (a halt that is not the loss limit's waits for a person)"
     )
-
-
-def _reasons(reasons: Mapping[str, int]) -> str:
-    ordered = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
-    return ", ".join(f"{reason} {n:,}" for reason, n in ordered)
 
 
 def _when(ms: int) -> str:

@@ -17,7 +17,8 @@ from tqdm import tqdm
 
 from trader.backtest.cache import ForecastCache, describe_model, entry_key, model_key
 from trader.backtest.windows import SymbolWindows, Window, epoch_ms
-from trader.domain import Bar, Forecast
+from trader.domain import Bar, Forecast, to_epoch_ms
+from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
 from trader.ledger.forecast_rows import read_forecast
 from trader.logging import get_logger
@@ -85,6 +86,20 @@ class CachedForecaster:
         for symbol, closes in ends.items():
             for end in closes:
                 self.cached(symbol, end)
+
+    def naive_references(self, forecasts: Sequence[Forecast], window: int) -> list[Forecast]:
+        """The naive reference from each forecast's origin: the baseline forecaster's code with
+        lookback `window`, on the window the forecast was made from (a baseline at that
+        lookback is its own reference)."""
+        if isinstance(self.model, BaselineForecaster) and self.model.lookback == window:
+            return list(forecasts)
+        naive = BaselineForecaster(window)
+        requests = []
+        for f in forecasts:
+            windows = self.windows[f.symbol]
+            made = windows.by_end[to_epoch_ms(f.as_of)]
+            requests.append(windows.request(made, f.steps, f.levels))
+        return naive.forecast(requests)
 
     @property
     def mode(self) -> str:

@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from trader.backtest.cache import ForecastCache
+from trader.backtest.caveats import volume_caveats
 from trader.backtest.forecasts import CachedForecaster, forecast_ahead
 from trader.backtest.stats import Annualisation
 from trader.backtest.windows import SymbolWindows
@@ -20,6 +21,7 @@ from trader.config.schema import Settings
 from trader.domain import Timeframe
 from trader.forecast.protocol import Forecaster
 from trader.market.calendars.calendar import TradingCalendar
+from trader.market.files.splits import SplitMove, restamped
 from trader.market.replay import Recording
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
 from trader.market.replay_plan import ReplayPlan, plan_replay
@@ -45,6 +47,7 @@ class Prepared:
     annualisation: Annualisation
     notes: list[str] = field(default_factory=list)  # what reading the data did and decided
     warnings: list[str] = field(default_factory=list)  # ... where that changes the figures
+    splits: dict[str, tuple[SplitMove, ...]] = field(default_factory=dict)  # in traded prices
 
     def wanted(self) -> dict[str, list[int]]:
         """The windows a forecast is wanted for: per symbol, those closing at a tick."""
@@ -87,13 +90,15 @@ def prepare(
         s: SymbolWindows(r, context, calendar=replay.calendars[s], min_contiguous=contiguous)
         for s, r in recordings.items()
     }
-    notes = replay.explanations() + [n for r in recordings.values() for n in _file_notes(r)]
-    warnings = replay.warnings() + [
-        n for r in recordings.values() if r.report and r.report.repaired for n in _file_notes(r)
-    ]
+    notes = replay.explanations() + [n for r in recordings.values() for n in _file_notes(r, True)]
+    repaired = [r for r in recordings.values() if r.report and r.report.repaired]
+    warnings = replay.warnings() + [n for r in repaired for n in _file_notes(r)]
+    warnings += volume_caveats(recordings)
+    splits = {s: restamped(r.report.splits, r.starts) for s, r in recordings.items()
+              if r.report and r.report.splits}  # fmt: skip
     return Prepared(
         settings, replay, times, ticks_ms, windows,
-        annualisation(replay.calendars, Timeframe(market.timeframe)), notes, warnings,
+        annualisation(replay.calendars, Timeframe(market.timeframe)), notes, warnings, splits,
     )  # fmt: skip
 
 
@@ -137,6 +142,8 @@ def annualisation(calendars: Mapping[str, TradingCalendar], timeframe: Timeframe
     return Annualisation(densest.periods, ", ".join(sorted(per_symbol)), explanation)
 
 
-def _file_notes(recording: Recording) -> list[str]:
+def _file_notes(recording: Recording, naming: bool = False) -> list[str]:
+    """What reading the file did; `naming`: how its symbol was told and files left out too."""
     report = recording.report
-    return [f"{recording.path.name}: {note}" for note in report.notes()] if report else []
+    notes = [*(recording.notes if naming else ()), *(report.notes() if report else [])]
+    return [f"{recording.path.name}: {note}" for note in notes]

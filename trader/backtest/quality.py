@@ -3,9 +3,12 @@
 
 For every tick's forecast of the close, at each step k of the horizon: the predicted return
 (median / last close - 1) against the realised one (close k+1 bars later / last close - 1).
-MAE is compared with the naive no-change forecast (predicted return 0), whose MAE is the mean
-absolute realised return; skill = 1 - MAE / naive MAE (above 0: better than no change); the
-CRPS of the whole predicted distribution likewise (crps_skill = 1 - CRPS / CRPS of no change).
+The CRPS of the whole predicted distribution against the naive reference's from the same
+origin (crps_skill = 1 - CRPS / CRPS of the naive: the headline), the naive reference being the
+random walk with the empirical quantiles of past moves (the baseline's construction, with
+`forecast.naive_window`); against the no-change point forecast too (crps_skill_no_change,
+which any spread beats). MAE is compared with the no-change forecast (predicted return 0),
+whose MAE is the mean absolute realised return; skill = 1 - MAE / MAE of no change.
 Calibration: how often the realised close fell at or below each quantile (a calibrated model's
 q-quantile is above it a share q of the time), and inside each central interval.
 """
@@ -37,14 +40,16 @@ class Quality:
     forecasts: int  # with a realised value at the horizon
     horizon: int
     mae: float  # of the predicted return at the horizon's last step
-    mae_naive: float
-    skill: float | None
+    mae_naive: float  # of the no-change point forecast
+    skill: float | None  # 1 - MAE / MAE of no change, at the horizon's last step
     mae_by_step: tuple[float, ...]
     mae_naive_by_step: tuple[float, ...]
     below: tuple[tuple[float, float], ...]  # (level, share of realised closes at or below)
     intervals: tuple[Interval, ...]
     crps: float | None = None  # of the return, every step (quantile approximation)
-    crps_skill: float | None = None  # 1 - CRPS / CRPS of no change
+    crps_skill: float | None = None  # 1 - CRPS / CRPS of the naive reference: the headline
+    crps_skill_no_change: float | None = None  # 1 - CRPS / CRPS of the no-change point
+    naive_window: int | None = None  # forecast.naive_window of the naive reference
 
 
 def realised(forecasts: Sequence[Forecast], closes: Mapping[int, float]) -> np.ndarray:
@@ -67,22 +72,32 @@ def realised(forecasts: Sequence[Forecast], closes: Mapping[int, float]) -> np.n
 
 
 def forecast_quality(
-    model: str, symbol: str, forecasts: Sequence[Forecast], closes: Mapping[int, float]
+    model: str,
+    symbol: str,
+    forecasts: Sequence[Forecast],
+    closes: Mapping[int, float],
+    references: Sequence[Forecast],
+    naive_window: int,
 ) -> Quality | None:
-    """None when no forecast has its outcome in the data yet."""
+    """None when no forecast has its outcome in the data yet. `references`: the naive
+    forecast from each forecast's origin (`CachedForecaster.naive_references`)."""
     if not forecasts:
         return None
+    if len(references) != len(forecasts):
+        raise ValueError(f"{len(references)} naive references for {len(forecasts)} forecasts")
     actual = realised(forecasts, closes)
     complete = ~np.isnan(actual[:, -1])
     if not complete.any():
         return None
     kept = [f for f, c in zip(forecasts, complete, strict=True) if c]
+    naive = [f for f, c in zip(references, complete, strict=True) if c]
     last = np.array([closes[int(f.as_of.timestamp() * 1000)] for f in kept])
     levels = kept[0].levels
     scores = score(
         levels,
         as_returns(forecast_table(kept, FIELD), last),
         as_returns(actual[complete], last),
+        reference=as_returns(forecast_table(naive, FIELD), last),
         scale=last,
     )
     steps = [scores.figures(k) for k in range(scores.steps)]
@@ -92,11 +107,11 @@ def forecast_quality(
         for c in INTERVALS
         if (share := overall.coverage[str(round(c * 100))]) is not None
     ]
-    mae, naive = steps[-1].mae or 0.0, steps[-1].mae_naive or 0.0
+    mae, still = steps[-1].mae or 0.0, steps[-1].mae_no_change or 0.0
     return Quality(
-        model, symbol, len(kept), scores.steps, mae, naive,
-        1.0 - mae / naive if naive > 0 else None,
-        tuple(f.mae or 0.0 for f in steps), tuple(f.mae_naive or 0.0 for f in steps),
+        model, symbol, len(kept), scores.steps, mae, still,
+        1.0 - mae / still if still > 0 else None,
+        tuple(f.mae or 0.0 for f in steps), tuple(f.mae_no_change or 0.0 for f in steps),
         tuple((q, share or 0.0) for q, share in overall.calibration), tuple(intervals),
-        overall.crps, overall.skill,
+        overall.crps, overall.skill, overall.skill_no_change, naive_window,
     )  # fmt: skip

@@ -25,6 +25,7 @@ from trader.backtest.document import (
 from trader.backtest.findings import findings, run_failed
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, Backtest, Line
 from trader.backtest.stats import __doc__ as FORMULAS
+from trader.skill import naive_reference
 
 _COLUMNS = (
     ("strategy", False), ("symbol", False), ("return", True), ("annual", True),
@@ -195,11 +196,12 @@ def _quality_table(result: Backtest) -> Table:
         rows.append([
             q.model, q.symbol, f"{q.forecasts:,}", str(q.horizon), _pct(q.mae_by_step[0], digits=3),
             _pct(q.mae, digits=3), _pct(q.mae_naive, digits=3), _num(q.skill, 3),
-            _pct(q.crps, digits=3), _num(q.crps_skill, 3),
+            _pct(q.crps, digits=3), _num(q.crps_skill, 3), _num(q.crps_skill_no_change, 3),
             *[_pct(inside.get(round(w, 6))) for w in widths],
         ])  # fmt: skip
     header = ["model", "symbol", "forecasts", "horizon", "MAE step 1", "MAE at horizon",
-              "naive MAE", "skill", "CRPS", "CRPS skill",
+              "no-change MAE", "MAE skill vs no change", "CRPS", "CRPS skill",
+              "CRPS skill vs no-change point",
               *[f"inside {w:.0%}" for w in widths]]  # fmt: skip
     return Table(header, rows, [False, False, *[True] * (len(header) - 2)])
 
@@ -248,12 +250,17 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
         blocks.insert(1, Heading(2, "Read this first"))
     blocks += [Heading(2, "The data"), Bullets(result.notes or ["nothing to say"])]
     blocks += [Heading(2, "Equity and drawdown"), *images.get("equity", [])]
+    naive = naive_reference(s.forecast.naive_window, s.market.context_bars, s.forecast.horizon)
     blocks += [Heading(2, "The forecaster"), Paragraph(
-        "Its accuracy apart from any strategy, over the same ticks. MAE of the predicted "
-        "return (median close / last close - 1) against the realised one, beside the naive "
-        "no-change forecast (predicted return 0); skill = 1 - MAE / naive MAE, above 0 when "
-        "the model beats no change. CRPS: of the predicted return's whole distribution (its "
-        "quantiles), every step; CRPS skill = 1 - CRPS / CRPS of no change. Inside: how "
+        "Its accuracy apart from any strategy, over the same ticks. CRPS: of the predicted "
+        "return's whole distribution (its quantiles), every step; CRPS skill = 1 - CRPS / "
+        "CRPS of the naive reference from the same origins, above 0 when the model beats "
+        f"it, the naive reference being {naive}: the "
+        "baseline at that lookback scores 0. CRPS skill vs no-change point: the same against "
+        "the no-change point forecast, which any forecast with a spread beats without "
+        "knowing anything (shown, not the headline). MAE of the predicted return (median "
+        "close / last close - 1) against the realised one, beside the no-change forecast's "
+        "(predicted return 0); MAE skill = 1 - MAE / no-change MAE. Inside: how "
         "often the realised close fell inside each central interval of the forecast (a "
         "calibrated 80% interval holds it 80% of the time)."
     ), _quality_table(result), *images.get("forecast", [])]  # fmt: skip

@@ -46,6 +46,7 @@ from trader.cycle_collector import collector_paused
 from trader.domain import Bar, Forecast
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
+from trader.market.files.splits import SplitMove
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
 from trader.runner import forecasters_for, replay_settings, spread_model
@@ -95,6 +96,7 @@ class Backtest:
     notes: list[str] = field(default_factory=list)  # what reading the data did and decided
     warnings: list[str] = field(default_factory=list)  # ... where that changes the figures
     held_from: dict[str, int] = field(default_factory=dict)  # buy-and-hold's first tick, ms
+    splits: dict[str, tuple[SplitMove, ...]] = field(default_factory=dict)  # in traded prices
 
     @property
     def symbols(self) -> list[str]:
@@ -166,7 +168,7 @@ async def run_backtest(
         replay, times, windows = ready.replay, ready.times, ready.windows
         result = Backtest(
             settings, [r.path for r in replay.recordings.values()], ready.ticks_ms,
-            ready.annualisation, notes=ready.notes, warnings=ready.warnings,
+            ready.annualisation, notes=ready.notes, warnings=ready.warnings, splits=ready.splits,
         )  # fmt: skip
         result.closes = _closes(windows)  # the quality section's too, made while strategies run
         if not strategies:  # buy-and-hold only: no model, no engine
@@ -428,7 +430,11 @@ def _forecasts(
             for symbol, ends in wanted.items():
                 forecasts = [f for e in ends if (f := forecaster.cached(symbol, e)) is not None]
                 closes = result.closes[symbol]
-                quality = forecast_quality(forecaster.name, symbol, forecasts, closes)
+                window = result.settings.forecast.naive_window
+                naive = forecaster.naive_references(forecasts, window)
+                quality = forecast_quality(
+                    forecaster.name, symbol, forecasts, closes, naive, window
+                )
                 if quality is not None:
                     result.quality.append(quality)
                 result.bands[forecaster.name, symbol] = forecasts[-BAND_BARS:]

@@ -21,6 +21,7 @@ from typing import TypeVar
 import numpy as np
 from tqdm import tqdm
 
+from trader.backtest.no_trade import reason_kind
 from trader.config.schema import Settings
 from trader.domain import Fill, to_epoch_ms
 from trader.engine.forecasting import InlineExecutor
@@ -63,6 +64,8 @@ class StrategyRun:
     # Per symbol: its skipped ticks by reason, and the first tick it was ready to trade.
     skipped_by_symbol: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     first_ready: Mapping[str, int] = field(default_factory=dict)  # epoch ms
+    # Decisions to hold no position, by the reason's kind (`no_trade.reason_kind`).
+    flat_reasons: Mapping[str, int] = field(default_factory=dict)
 
 
 class _Watch:
@@ -161,6 +164,7 @@ async def read_run(
     try:
         fills = await TradingLedger(database).fills()
         starting_cash, decisions, orders, states = await database.run(_read_books)
+        flat = await database.run(_flat_reasons)
         if series is None:
             series = await database.run(lambda c: _read_series(c, symbols))
     finally:
@@ -169,7 +173,7 @@ async def read_run(
         strategy, starting_cash, series.ticks_ms, series.equity,
         tuple(sorted(fills, key=lambda f: f.at)), series.outcomes, series.skipped, decisions,
         orders, states, path, seconds, skipped_by_symbol=series.skipped_by_symbol,
-        first_ready=series.first_ready,
+        first_ready=series.first_ready, flat_reasons=flat,
     )  # fmt: skip
 
 
@@ -193,6 +197,16 @@ def _read_series(c: sqlite3.Connection, symbols: Sequence[str]) -> TickSeries:
     ticks = np.array([to_epoch_ms(parse_time(at)) for at, _ in rows], dtype=np.int64)
     equity = np.array([float(Decimal(e)) for _, e in rows], dtype=np.float64)
     return TickSeries(ticks, equity, outcomes, skipped, by_symbol, first_ready)
+
+
+def _flat_reasons(c: sqlite3.Connection) -> Counter[str]:
+    """Decisions to hold no position, by the reason's kind."""
+    kinds: Counter[str] = Counter()
+    for reason, n in c.execute(
+        "SELECT reason, count(*) FROM decisions WHERE direction = 'flat' GROUP BY reason"
+    ):
+        kinds[reason_kind(reason)] += n
+    return kinds
 
 
 def _read_books(

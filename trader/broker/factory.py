@@ -22,6 +22,7 @@ from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.logging import get_logger
 from trader.market.feed import MarketData
+from trader.market.replay import ReplayMarketData
 from trader.market.retry import RetryPolicy
 
 
@@ -42,7 +43,8 @@ async def build_broker(
                 f"ledger {where} records a live account: paper trading needs a ledger of its "
                 "own (set ledger.path)"
             )
-        return PaperBroker(settings.broker, instruments), settings.broker.starting_cash
+        unknown = feed.volume_unknown if isinstance(feed, ReplayMarketData) else ()
+        return PaperBroker(settings.broker, instruments, unknown), settings.broker.starting_cash
     exchange = getattr(feed, "exchange", None)
     if exchange is None:
         raise StartRefused("live trading needs the exchange's market data (not a replay)")

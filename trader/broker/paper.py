@@ -11,15 +11,17 @@
   nearer the bar's open (the bar is taken to reach it first); the other can fill from the next
   bar on. No round trip ever happens inside one bar.
 - A fill is at most `max_volume_share` of the bar's volume (or of the quote's size); the rest
-  keeps resting. Orders expire at their `expires_at`: a bar that opened at or after it (or a
-  quote seen then) no longer fills the order, however long after that the tick comes (a
-  weekend, a night between sessions).
+  keeps resting. A symbol whose volume is unknown (`unknown_volume`: a file without one, whose
+  bars say 0) is not capped: its orders fill in full, which the backtest says first. Orders
+  expire at their `expires_at`: a bar that opened at or after it (or a quote seen then) no
+  longer fills the order, however long after that the tick comes (a weekend, a night between
+  sessions).
 Fees are rounded up to 1e-8 of the cash currency; fill ids are `<client order id>-<n>`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
@@ -59,9 +61,15 @@ class PaperBroker:
     external = False
     name = "paper"
 
-    def __init__(self, settings: BrokerSettings, instruments: Mapping[str, Instrument]) -> None:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        instruments: Mapping[str, Instrument],
+        unknown_volume: Collection[str] = (),
+    ) -> None:
         self.settings = settings
         self.instruments = instruments
+        self.unknown_volume = frozenset(unknown_volume)
         self._open: dict[str, Order] = {}
         self._fills: dict[str, int] = {}  # fills so far per client order id
 
@@ -183,8 +191,11 @@ class PaperBroker:
                 if order.side is Side.BUY
                 else max(order.limit_price, open_)
             )
-            available = decimal_from_float(bar.volume) * decimal_from_float(
-                self.settings.max_volume_share
+            available = (
+                order.remaining
+                if bar.symbol in self.unknown_volume
+                else decimal_from_float(bar.volume)
+                * decimal_from_float(self.settings.max_volume_share)
             )
             execution = self._fill_resting(order, price, available, bar.end)
             if execution is not None:

@@ -28,8 +28,15 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "recorded bars, every strategy on the same cached forecasts, beside buy-and-hold.",
     )
     add = parser.add_argument
-    add("--data", nargs="+", type=Path, required=True, metavar="FILE", help="CSV or Parquet bars")
-    add("--symbol", action="append", help="symbol of each file, in order (default: its name)")
+    add(
+        "--data", nargs="+", type=Path, required=True, metavar="FILE",
+        help="CSV or Parquet bars, or a directory of them (one instrument a file)",
+    )  # fmt: skip
+    add(
+        "--symbol", action="append",
+        help="symbol of each file, in order, or several of one file of several instruments "
+        "(default: from its name, e.g. SOLUSDT_1h.csv or AAPL_USD_1d.csv, or its Ticker column)",
+    )  # fmt: skip
     add("--model", choices=["toto", "toto2", "kronos", "baseline"], help="default: forecast.model")
     add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
     add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")

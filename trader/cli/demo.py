@@ -15,7 +15,8 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         description="Runs `trader run --replay` on the first 1,000 hours of SOL/USDT that ship "
         "with trader, with the paper broker and (by default) the baseline forecaster, at replay "
         "speed for a bounded number of ticks, with /metrics on a free port; then prints what "
-        "the ledger says happened. Nothing is downloaded. Exit 0: the daemon ran every tick.",
+        "the ledger says happened. Nothing is downloaded. Exit 0: the daemon ran every tick, and "
+        "skipped at most backtest.max_skipped_share of them, as a backtest allows.",
     )
     demo.add_argument(
         "--model",
@@ -30,10 +31,16 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--dir", type=Path, default=Path("var/demo"), help="its files (default: var/demo)"
     )
+    demo.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help="exit 0 even when the symbol skipped more than backtest.max_skipped_share of the "
+        "ticks (the summary still says so first)",
+    )
     demo.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from trader.demo.run import DemoOptions, run_demo  # noqa: PLC0415
 
-    return run_demo(DemoOptions(args.dir, args.model, args.ticks, args.speed))
+    return run_demo(DemoOptions(args.dir, args.model, args.ticks, args.speed, args.allow_skips))

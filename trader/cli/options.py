@@ -62,8 +62,17 @@ def loader(args: argparse.Namespace) -> Load:
 
 
 def add_reading_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """--time-column, --date-format, --timezone, --strict: how a file of bars is read."""
+    """--time-column, --date-format, --timezone, --strict, --ticker: how a file of bars is
+    read."""
     group = parser.add_argument_group("reading files of bars")
+    group.add_argument(
+        "--ticker",
+        action="append",
+        metavar="VALUE",
+        help="the rows to read from a file whose Ticker (symbol, code, name...) column names "
+        "several instruments: that column's value, one per file in order, or several for one "
+        "file (default: the instrument --symbol names; a file of several needs one of them)",
+    )
     group.add_argument(
         "--time-column",
         metavar="NAME",
@@ -84,6 +93,16 @@ def add_reading_options(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
         help="IANA zone of times written without one, e.g. Asia/Shanghai (default: UTC)",
     )
     group.add_argument(
+        "--prices",
+        choices=["adjusted", "raw"],
+        default="adjusted",
+        help="where a file has an adjusted close (Adj Close): adjusted scales open, high, low "
+        "and close by adjusted close / close and volume inversely, so that a split or a "
+        "dividend is not booked as a loss, as a holder lived it and as most backtesters "
+        "trade; raw trades the prices as written, naming one-bar moves like a split "
+        "(default: adjusted)",
+    )
+    group.add_argument(
         "--strict",
         action="store_true",
         help="refuse files out of time order or with a time repeated with other values, "
@@ -100,6 +119,8 @@ def reading_options(args: argparse.Namespace) -> ReadOptions:
         date_format=args.date_format,
         timezone=args.timezone,
         strict=args.strict,
+        prices=args.prices,
+        tickers=tuple(args.ticker or ()),
     )
 
 

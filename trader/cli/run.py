@@ -2,7 +2,9 @@
 systemd notify, signals) over recorded bars, on a simulated clock, with the paper broker and
 modelled quotes: it resumes where the ledger stopped and exits 0 at the end of the bars or on
 SIGTERM/SIGINT (after the running tick). The files decide the symbols, the timeframe and the
-account's currency; each file's market calendar is named in the settings or inferred."""
+account's currency; each file's market calendar is named in the settings or inferred. A replay
+ends as a backtest does: its skipped ticks per symbol by reason on stdout, and exit 1 when a
+symbol skipped more than backtest.max_skipped_share of them (unless --allow-skips)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "--speed", type=float, help="replay at this multiple of real time (default: at once)"
     )
     run_.add_argument("--max-ticks", type=int, help="stop after this many ticks")
+    run_.add_argument(
+        "--allow-skips",
+        action="store_true",
+        help="with --replay: exit 0 even when a symbol skipped more than "
+        "backtest.max_skipped_share of the ticks (the summary still says so first)",
+    )
     add_reading_options(run_).set_defaults(handler=run)
 
 
@@ -36,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.replay:
         return _replay(args)
+    if args.allow_skips:
+        sys.stderr.write("trader run: --allow-skips applies to --replay\n")
+        return EX_ARGUMENTS
     return asyncio.run(Service(load(args)).run())
 
 
@@ -72,4 +83,12 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stderr.write(f"trader run: {error}\n")
         return EX_DATAERR
     request = ReplayRequest(replay, args.speed, args.max_ticks)
-    return asyncio.run(Service(loaded, replay=request).run())
+    code = asyncio.run(Service(loaded, replay=request).run())
+    ledger = loaded.settings.ledger.path
+    if code != 0 or not ledger.exists():  # it did not run: the log said why
+        return code
+    from trader.backtest.replay_verdict import end_replay, read_verdict  # noqa: PLC0415
+
+    limit = loaded.settings.backtest.max_skipped_share
+    verdict = read_verdict(ledger, list(replay.recordings), limit)
+    return end_replay(verdict, accepted=args.allow_skips, out=sys.stdout)

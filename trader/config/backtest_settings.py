@@ -38,10 +38,11 @@ class BacktestSettings(Section):
     )
     on_halt: Literal["stop", "resume_next_day", "reduce_only"] = Field(
         "reduce_only",
-        description="what a halt (the daily loss limit) does in a backtest: stop (no order "
-        "for the rest of the run), resume_next_day (halted until the next day), reduce_only "
-        "(only orders that shrink a position until the next day); the daemon's halt always "
-        "waits for a person",
+        description="what a stop of the loss limits does in a backtest: stop (the daily "
+        "loss's halt and the drawdown's reducing-only last to the end of the run), "
+        "resume_next_day (halted, or reducing-only for a drawdown, until the next day), "
+        "reduce_only (only orders that shrink a position until the next day); the daemon's "
+        "stops always wait for a person",
     )
     risk_free_rate: float = Field(
         0.0, ge=0, lt=1, description="annual risk-free rate taken off returns in Sharpe/Sortino"

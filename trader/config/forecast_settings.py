@@ -118,6 +118,13 @@ class ForecastSettings(Section):
     baseline_lookback: int = Field(
         256, ge=8, description="bars of history behind the baseline's quantiles"
     )
+    naive_window: int = Field(
+        256,
+        ge=8,
+        description="skill's naive reference: the random walk with the empirical quantiles of "
+        "the moves over this many bars (and the horizon) before each origin, the baseline's "
+        "construction (so the baseline at the same lookback scores 0)",
+    )
     skill_window: int = Field(
         168,
         ge=1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from datetime import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ def _jsonable(value: Any) -> Any:
         return MASK
     if isinstance(value, Decimal):
         return format(value, "f")
-    if isinstance(value, Path):
+    if isinstance(value, Path | time):
         return str(value)
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
@@ -92,7 +93,8 @@ def _toml(value: Any) -> str:
     if isinstance(value, Decimal):
         # Decimals as strings, written out: TOML floats would not keep them exact.
         return json.dumps(format(value, "f"))
-    if isinstance(value, Path | str):
+    if isinstance(value, Path | str | time):
+        # A time of day as a TOML string ("17:00:00"): pydantic reads it back as a time.
         return json.dumps(str(value))
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"

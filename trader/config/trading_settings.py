@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import tempfile
+from datetime import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from trader.config.section import Fraction, Money, Section
 
@@ -48,9 +50,9 @@ class RiskSettings(Section):
     max_daily_loss: Fraction = Field(
         0.05,
         description="halt after losing this share of the day's reference equity: the last "
-        "equity before the UTC day began (the previous session's close for a stock), so the "
-        "day's first bar counts, on daily bars as on 1h; the daemon's halt waits for a person, "
-        "a backtest's ends as backtest.on_halt says",
+        "equity before the day began (risk.day_zone; the previous session's close for a "
+        "stock), so the day's first bar counts, on daily bars as on 1h; the daemon's halt "
+        "waits for a person, a backtest's ends as backtest.on_halt says",
     )
     max_drawdown: Fraction = Field(
         0.10,
@@ -60,6 +62,26 @@ class RiskSettings(Section):
         "backtest.on_halt says (at the next day: measured from that day's start)",
     )
     min_edge_bps: float = Field(5.0, ge=0, description="expected edge required after fees+spread")
+    day_zone: str = Field(
+        "UTC",
+        description="where the risk day is counted (IANA zone): UTC suits crypto and every "
+        "exchange whose sessions end before UTC midnight (New York, Shanghai); a market whose "
+        "session crosses it needs its own (Australia/Sydney for the ASX)",
+    )
+    day_rolls_at: time = Field(
+        time(0, 0),
+        description="the time of day in day_zone when a risk day ends: 00:00, or 17:00 with "
+        "America/New_York for FX's conventional day",
+    )
+
+    @field_validator("day_zone")
+    @classmethod
+    def _known_zone(cls, zone: str) -> str:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {zone!r}: give an IANA name") from None
+        return zone
 
 
 class BrokerSettings(Section):

@@ -1,7 +1,15 @@
 """The daemon's live skill: after each tick, every forecast whose horizon's bars have all
-closed is scored (`trader.skill`) against them, beside the no-change forecast, and the score
-kept in the ledger. What waits is read back from the ledger at start-up, and a score is
-written at most once (the ledger's key), so a restart loses nothing and scores nothing twice.
+closed is scored (`trader.skill`) against them, beside the naive reference, and the score kept
+in the ledger. What waits is read back from the ledger at start-up, and a score is written at
+most once (the ledger's key), so a restart loses nothing and scores nothing twice.
+
+The naive reference is the baseline forecaster's own code (`BaselineForecaster` with
+`forecast.naive_window`) run, once the horizon has closed, on the window's bars up to the
+forecast's origin: the bars the forecast was made from whenever the window keeps
+`naive_window` + twice the horizon of them (the default context does), so that the baseline
+at the same lookback scores 0; and the same bars after a restart as in a run never
+interrupted. A forecast with too little history left before its origin for the reference
+(fewer than the horizon + 8 bars) cannot be scored and counts as `expired`.
 
 Step k of a forecast is the k-th bar the symbol's calendar expects after its origin. A
 forecast whose horizon had a bar missing is recorded as `gap`; one whose origin bar left the
@@ -20,6 +28,8 @@ from datetime import datetime
 
 from trader.domain import Bar, Forecast, to_epoch_ms
 from trader.engine.report import TickReport
+from trader.forecast.baseline import BaselineForecaster
+from trader.forecast.protocol import ForecastRequest
 from trader.ledger.scores import ScoreRow, ScoreStore
 from trader.market.step import MarketDataStep
 from trader.skill.live import (
@@ -49,12 +59,14 @@ class LiveSkill:
         *,
         window: int,
         jump_limit: float,
+        naive_window: int,
     ) -> None:
         self.store = store
         self.market = market
         self.models = list(models)  # the naive series follows the first one's origins
         self.rolling = RollingSkill(window)
         self.jump_limit = jump_limit
+        self.naive = BaselineForecaster(naive_window)
         self._pending: dict[tuple[str, str, int], Forecast] = {}
         self._medians: dict[tuple[str, str], float] = {}
 
@@ -134,7 +146,19 @@ class LiveSkill:
             return GAP, {}, {}
         if len(after) < forecast.steps:
             return None
-        sums, naive = score_one(forecast, bars[origin].close, [b.close for b in after])
+        return self._score(forecast, bars[: origin + 1], after)
+
+    def _score(
+        self, forecast: Forecast, history: Sequence[Bar], after: Sequence[Bar]
+    ) -> tuple[str, Mapping[str, tuple[float, float]], Mapping[str, tuple[float, float]]]:
+        """The closed horizon `after`, scored beside the naive reference made from
+        `history` (the window's bars up to the origin); expired when none can be made."""
+        request = ForecastRequest(forecast.symbol, history, forecast.steps, forecast.levels)
+        try:
+            (reference,) = self.naive.forecast([request])
+        except ValueError:  # fewer than the horizon + 8 bars: it can never be scored
+            return EXPIRED, {}, {}
+        sums, naive = score_one(forecast, reference, history[-1].close, [b.close for b in after])
         return SCORED, sums, naive
 
     def _joined(self, symbol: str, bars: Sequence[Bar]) -> bool:

@@ -26,7 +26,8 @@ def _series(values: Sequence[float | None]) -> np.ndarray:
 
 
 def skill_plot(path: Path, title: str, rows: Sequence[Row]) -> None:
-    """Per step: 1 - CRPS / CRPS of no change, and MASE, each with its 90% interval."""
+    """Per step: 1 - CRPS / CRPS of the naive reference, and MASE (against no change), each
+    with its 90% interval."""
     figure = Figure(figsize=(12, 5), dpi=DPI, layout="constrained")
     left, right = figure.subplots(1, 2)
     models = [r for r in rows if r.model != NAIVE]
@@ -41,10 +42,10 @@ def skill_plot(path: Path, title: str, rows: Sequence[Row]) -> None:
             low = _series([iv[name].low for iv in row.step_intervals])
             high = _series([iv[name].high for iv in row.step_intervals])
             axis.fill_between(steps, low, high, color=_colour(i), alpha=0.18, linewidth=0)
-    left.axhline(0.0, label="no change (naive)", **NAIVE_STYLE)
-    right.axhline(1.0, label="no change (naive)", **NAIVE_STYLE)
-    left.set_ylabel("CRPS skill: 1 - CRPS / CRPS of no change")
-    right.set_ylabel("MASE of the median (naive = 1)")
+    left.axhline(0.0, label="naive random walk", **NAIVE_STYLE)
+    right.axhline(1.0, label="no change", **NAIVE_STYLE)
+    left.set_ylabel("CRPS skill: 1 - CRPS / CRPS of the naive reference")
+    right.set_ylabel("MASE of the median (no change = 1)")
     for axis in (left, right):
         axis.set_xlabel("horizon step (bars ahead)")
         axis.grid(True, alpha=0.3)

@@ -23,7 +23,7 @@ from trader.backtest.document import (
 )
 from trader.evaluate.plots import calibration_plot, crps_time_plot, skill_plot
 from trader.evaluate.run import CONFIDENCE, NAIVE, REPLICATES, Evaluation, Row
-from trader.skill import INTERVALS, Interval
+from trader.skill import INTERVALS, Interval, naive_reference
 
 ESTIMATOR = (
     "CRPS: the quantile (pinball) approximation of Berrisch and Ziel, twice the mean pinball "
@@ -61,16 +61,32 @@ def figures_table(result: Evaluation) -> Table:
             row.model, row.symbol, f"{f.scored // max(result.horizon, 1):,}",
             _with(_pct(f.crps), ci.get("crps"), _pct),
             _with(_num(f.skill), ci.get("skill"), _num),
+            _with(_num(f.skill_no_change), ci.get("skill_no_change"), _num),
             _with(_num(f.mase), ci.get("mase"), _num),
             _num(f.wql, 4), _pct(f.mae), _pct(f.hit_rate, 1),
             *[_pct(f.coverage[str(round(c * 100))], 1) for c in INTERVALS],
         ])  # fmt: skip
-    header = ["model", "symbol", "origins", "CRPS", "skill", "MASE", "wQL", "MAE", "hit rate",
+    header = ["model", "symbol", "origins", "CRPS", "skill", "skill vs no-change point",
+              "MASE (vs no change)", "wQL", "MAE", "hit rate",
               *[f"cov {round(c * 100)}%" for c in INTERVALS]]  # fmt: skip
     return Table(header, rows, [False, False, *[True] * (len(header) - 2)])
 
 
+def _naive(result: Evaluation) -> str:
+    return naive_reference(result.naive_window, result.context, result.horizon)
+
+
+def skill_note(result: Evaluation) -> str:
+    return (
+        f"skill = 1 - CRPS / CRPS of the naive reference, {_naive(result)}; "
+        "skill vs no-change point: 1 - CRPS / CRPS of the no-change point forecast (any "
+        "spread earns some); MASE: MAE of the median / MAE of no change"
+    )
+
+
 def _verdict(first: str, second: str, mean: float | None, p: float | None) -> str:
+    if p is None and mean == 0.0:
+        return "the same losses: no difference"
     if p is None or mean is None:
         return "not testable (too few origins, or losses never differ)"
     if p >= SIGNIFICANCE:
@@ -126,14 +142,15 @@ def terminal_summary(result: Evaluation) -> str:
         *[f"  {note}" for note in _origin_notes(result) + result.notes],
         f"  {ESTIMATOR}",
         f"  [low, high]: {CONFIDENCE:.0%} block-bootstrap interval over origins "
-        f"({REPLICATES} resamples); skill = 1 - CRPS / CRPS of no change",
+        f"({REPLICATES} resamples)",
+        f"  {skill_note(result)}",
     ]
     return (
         "\n".join(lines)
         + "\n"
         + text_table(figures_table(result))
-        + "\nDiebold-Mariano (per-origin mean CRPS; negative difference: the model's is lower)\n"
-        + text_table(tests_table(result))
+        + "\nDiebold-Mariano (per-origin mean CRPS; negative difference: the model's is lower; "
+        "naive: the naive reference)\n" + text_table(tests_table(result))
     )
 
 
@@ -169,9 +186,13 @@ def _blocks(result: Evaluation, images: Sequence[Image]) -> list[Block]:
         Heading(2, "Figures"),
         figures_table(result),
         Paragraph(
-            f"{ESTIMATOR} Skill: 1 - CRPS / CRPS of the naive no-change forecast over the same "
-            "origins and steps (above 0: better than no change). MASE: MAE of the median "
-            "return / MAE of no change (naive = 1 exactly). wQL: weighted quantile loss of the "
+            f"{ESTIMATOR} Skill: 1 - CRPS / CRPS of the naive reference over the same origins "
+            f"and steps (above 0: better than naive), the naive reference being "
+            f"{_naive(result)}: the baseline at that lookback scores 0. "
+            "Skill vs no-change point: the same against the no-change point forecast, which "
+            "any forecast with a spread beats by some 0.2 without knowing anything; shown, not "
+            "the headline. MASE: MAE of the median return / MAE of no change (the no-change "
+            "point forecast, as MASE is defined). wQL: weighted quantile loss of the "
             "price (sum of 2 x pinball over the sum of realised prices, mean over levels). Hit "
             "rate: how often the median's direction was the return's, where it had one. Cov: "
             "share of outcomes inside the central interval. In brackets: the "
@@ -182,7 +203,8 @@ def _blocks(result: Evaluation, images: Sequence[Image]) -> list[Block]:
         Heading(2, "Diebold-Mariano tests"),
         tests_table(result),
         Paragraph(
-            "Equal expected loss of the per-origin mean CRPS, with a Bartlett long-run "
+            "Each model against the naive reference and against each other: equal expected "
+            "loss of the per-origin mean CRPS, with a Bartlett long-run "
             "variance over the horizon's overlap and the Harvey-Leybourne-Newbold correction "
             "(Student t)."
         ),
@@ -228,6 +250,11 @@ def evaluation_json(result: Evaluation) -> dict[str, Any]:
         "context": result.context,
         "levels": list(result.levels),
         "estimator": ESTIMATOR,
+        "naive": {
+            "window": result.naive_window,
+            "reference": _naive(result),
+        },
+        "skill": skill_note(result),
         "confidence": CONFIDENCE,
         "replicates": REPLICATES,
         "origins": {

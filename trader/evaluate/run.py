@@ -1,8 +1,13 @@
 """An evaluation: every model forecasts from the same origins (through the backtest's forecast
 cache, so a model's forecast of a window is computed once, ever), and `trader.skill` scores
-each against what happened, beside the naive no-change forecast, with block-bootstrap
-intervals over origins and Diebold-Mariano tests of each model against the naive forecast and
-against each other."""
+each against what happened, beside the naive reference, with block-bootstrap intervals over
+origins and Diebold-Mariano tests of each model against the naive reference and against each
+other.
+
+The naive reference is probabilistic: the random walk with the empirical quantiles of the
+moves over the last `forecast.naive_window` bars, made by the baseline forecaster's own code
+from the same windows (so the baseline at that lookback scores a skill of exactly 0). The
+no-change point forecast stays beside it as `skill_no_change` and MASE."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from trader.backtest.forecasts import CacheUse, forecast_ahead
 from trader.backtest.windows import SymbolWindows
 from trader.config.schema import Settings
 from trader.evaluate.origins import Origins, select_origins
+from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
 from trader.market.replay import Recording
@@ -42,7 +48,7 @@ from trader.skill import (
 NAIVE = "naive"
 REPLICATES = 1000
 CONFIDENCE = 0.9
-STEP_FIGURES = ("crps", "skill", "mase", "coverage_80")  # per step, with intervals
+STEP_FIGURES = ("crps", "skill", "skill_no_change", "mase", "coverage_80")  # per step, with CIs
 
 
 class EvaluationError(ValueError):
@@ -95,6 +101,10 @@ class Evaluation:
     def context(self) -> int:
         return self.settings.market.context_bars
 
+    @property
+    def naive_window(self) -> int:
+        return self.settings.forecast.naive_window
+
 
 def evaluate(
     settings: Settings,
@@ -106,7 +116,7 @@ def evaluate(
     count: int | None = None,
     progress: bool | None = None,
 ) -> Evaluation:
-    """Score `forecasters` (and the naive forecast) over the recordings' origins in the
+    """Score `forecasters` (and the naive reference) over the recordings' origins in the
     period: every origin (`count` None) or `count` evenly spaced ones."""
     settings = replay_settings(settings, recordings)
     replay = replay_calendars(settings.market, recordings)
@@ -158,7 +168,7 @@ def _forecast(
     windows: Mapping[str, SymbolWindows],
     progress: bool | None,
 ) -> dict[tuple[str, str], np.ndarray]:
-    """[origin, step, level] forecast prices per (model, symbol)."""
+    """[origin, step, level] forecast prices per (model, symbol), the naive reference's too."""
     settings = result.settings
     wanted = {s: o.ends_ms for s, o in result.origins.items()}
     # Batches are slots of the clock (the sampler seeds depend on them): spaced origins would
@@ -167,8 +177,11 @@ def _forecast(
     batch = 1 if spaced else settings.backtest.batch_windows
     cache = ForecastCache(settings.backtest.cache_dir)
     tables: dict[tuple[str, str], np.ndarray] = {}
+    # The naive reference is the baseline's code: at the baseline's lookback, its forecasts
+    # are the baseline's own cache entries.
+    naive = BaselineForecaster(result.naive_window)
     try:
-        for model in forecasters:
+        for label, model in [(NAIVE, naive), *((f.name, f) for f in forecasters)]:
             began = time.perf_counter()
             served = forecast_ahead(
                 model, windows, wanted, cache, horizon=result.horizon,
@@ -179,9 +192,10 @@ def _forecast(
                 found = [served.cached(symbol, e) for e in ends]
                 missing = sum(f is None for f in found)
                 if missing:
-                    raise EvaluationError(f"{model.name}: {missing} forecasts of {symbol} lost")
-                tables[model.name, symbol] = forecast_table([f for f in found if f is not None])
-            result.forecast_seconds[model.name] = time.perf_counter() - began
+                    raise EvaluationError(f"{label}: {missing} forecasts of {symbol} lost")
+                tables[label, symbol] = forecast_table([f for f in found if f is not None])
+            result.forecast_seconds[label] = time.perf_counter() - began
+            served.use.model = label
             result.cache.append(served.use)
     finally:
         cache.close()
@@ -197,12 +211,11 @@ def _score(result: Evaluation, tables: Mapping[tuple[str, str], np.ndarray]) -> 
         lag = overlap_lag(result.horizon, origins.spacing)
         block = result.block[symbol] = block_length(n, lag)
         weights = block_weights(n, block, REPLICATES, seed=0)
-        scored: dict[str, Scores] = {
-            NAIVE: score(levels, np.zeros((n, result.horizon, levels.size)), realised, scale=last)
-        }
-        for model in result.models[1:]:
+        reference = as_returns(tables[NAIVE, symbol], last)
+        scored: dict[str, Scores] = {}
+        for model in result.models:
             values = as_returns(tables[model, symbol], last)
-            scored[model] = score(levels, values, realised, scale=last)
+            scored[model] = score(levels, values, realised, reference=reference, scale=last)
         for model, scores in scored.items():
             steps = range(scores.steps)
             result.rows.append(Row(

@@ -177,4 +177,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX orders_open;
     """,
+    # 7: the risk limits measured the same on every timeframe: a day's loss from the last
+    # equity before the day began (kept as `last_equity`), the drawdown from the account's
+    # all-time high (`high_equity`; `day_peak_equity` is now the drawdown limit's running
+    # peak, re-based when trading resumes). An older ledger takes its last booked equity, and
+    # its highest booked equity or starting cash (the text of the highest, so it stays exact).
+    """
+    ALTER TABLE trading_state ADD COLUMN last_equity TEXT;
+    ALTER TABLE trading_state ADD COLUMN high_equity TEXT;
+    UPDATE trading_state SET
+        last_equity = (SELECT equity FROM equity ORDER BY at DESC LIMIT 1),
+        high_equity = (
+            SELECT value FROM (
+                SELECT equity AS value FROM equity UNION ALL SELECT starting_cash FROM account
+            ) ORDER BY CAST(value AS REAL) DESC LIMIT 1
+        )
+    WHERE day IS NOT NULL;
+    """,
 )

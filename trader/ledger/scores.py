@@ -1,7 +1,11 @@
 """Forecast scores in the ledger: which recorded forecasts still wait for their horizon to
 close, each score written once (the key is the forecast's symbol, model and origin, so a
 restart that scores a forecast again writes nothing), and the latest scores per model and
-symbol, from which a restarted daemon rebuilds its rolling skill window."""
+symbol, from which a restarted daemon rebuilds its rolling skill window.
+
+Scores written before the naive reference was probabilistic (their sums have no
+`skill_no_change`: their `skill` and `naive` are against the no-change point forecast) stay in
+the ledger and in the counts, but never rebuild a window: mixed in, they would flatter it."""
 
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ from trader.ledger.database import Database, transaction
 from trader.ledger.forecast_rows import read_forecast
 
 Sums = Mapping[str, Sequence[float]]
+# A figure only scores made against the probabilistic naive reference carry.
+REFERENCE_MARK = "skill_no_change"
 
 
 @dataclass(frozen=True)
@@ -73,15 +79,16 @@ class ScoreStore:
         return await self._db.run(write) if rows else []
 
     async def latest(self, window: int, outcome: str) -> list[ScoreRow]:
-        """The last `window` forecasts of each model and symbol with `outcome` (scored),
-        oldest first."""
+        """The last `window` forecasts of each model and symbol with `outcome` (scored) and
+        scored against the probabilistic naive reference, oldest first."""
 
         def read(c: sqlite3.Connection) -> list[ScoreRow]:
             rows = c.execute(
                 "SELECT symbol, model, as_of, scored_at, steps, outcome, sums, naive FROM ("
                 "SELECT *, row_number() OVER (PARTITION BY symbol, model ORDER BY as_of DESC) "
-                "AS n FROM forecast_scores WHERE outcome = ?) WHERE n <= ? ORDER BY as_of",
-                (outcome, window),
+                "AS n FROM forecast_scores WHERE outcome = ? AND json_type(sums, ?) IS NOT NULL) "
+                "WHERE n <= ? ORDER BY as_of",
+                (outcome, f"$.{REFERENCE_MARK}", window),
             ).fetchall()
             return [
                 ScoreRow(s, m, parse_time(a), parse_time(t), steps, o, json.loads(x),

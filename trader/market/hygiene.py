@@ -152,6 +152,12 @@ def parse_rows(rows: Sequence[Row], symbol: str, timeframe: Timeframe) -> list[B
     return out
 
 
+def bad_rows(rows: Sequence[Row], symbol: str, timeframe: Timeframe) -> list[bool]:
+    """For each row, whether it is dropped as a bad bar (ROW_PROBLEMS): a reader counting the
+    bars a recording has counts these as missing."""
+    return [isinstance(parsed, SkipReason) for parsed in parse_rows(rows, symbol, timeframe)]
+
+
 @dataclass(frozen=True)
 class BarCheck:
     """The new closed bars among some rows, and what was wrong with the rest."""

@@ -75,6 +75,7 @@ class PlannedDataStep(MarketDataStep):
         rows judged and the bars the store keeps move on."""
         for symbol, ticks in self._ticks:
             self._apply(symbol, ticks[index], now)
+        self.skip_log.tick(now, {}, self.status)  # a symbol that was skipping is priced again
 
     async def run(self, now: datetime) -> TickData:
         index = self.plan.ticks.get(now)
@@ -101,8 +102,7 @@ class PlannedDataStep(MarketDataStep):
                 self.status[symbol] = str(quote)
             elif quote is not None:
                 ready[symbol] = SymbolData(symbol, self.windows[symbol].snapshot(), quote)
-        for symbol in skipped:
-            self._log.warning("symbol skipped", symbol=symbol, reason=self.status[symbol])
+        self.skip_log.tick(now, skipped, self.status)
         return TickData(now, ready, skipped, quote_times)
 
     def _apply(self, symbol: str, tick: SymbolTick, now: datetime) -> None:

@@ -18,6 +18,7 @@ from trader.logging import get_logger
 from trader.market.calendars.fit import CalendarFit, fit_calendar, infer_calendar
 from trader.market.calendars.per_symbol import SymbolCalendars
 from trader.market.calendars.registry import CalendarBuilder
+from trader.market.hygiene import bad_rows
 from trader.market.replay import Recording, log_reading
 
 GOOD_FIT = 0.995  # share of bars on the calendar's expected starts
@@ -54,11 +55,12 @@ def replay_calendars(
     for symbol, recording in recordings.items():
         name = settings.calendars.get(symbol, settings.calendar)
         starts = np.array(recording.starts, dtype=np.int64)
-        naive = recording.naive_times
+        naive, timeframe = recording.naive_times, recording.timeframe
+        bad = bad_rows(recording.rows, symbol, timeframe)  # counted missing, as the step will
         if name == "auto":
-            fit = infer_calendar(starts, recording.timeframe, naive=naive, builder=builder)
+            fit = infer_calendar(starts, timeframe, naive=naive, builder=builder, bad=bad)
         else:
-            fit = fit_calendar(name, starts, recording.timeframe, naive=naive, builder=builder)
+            fit = fit_calendar(name, starts, timeframe, naive=naive, builder=builder, bad=bad)
         fits[symbol] = fit
         restamped[symbol] = _restamp(recording, fit)
         log_reading(restamped[symbol])  # as the calendar finally reads it

@@ -36,6 +36,7 @@ from trader.market.hygiene import (
     quote_time,
 )
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
+from trader.market.skip_log import SkipLog
 from trader.market.window import BarWindow
 
 ONE_MS = timedelta(milliseconds=1)
@@ -104,6 +105,7 @@ class MarketDataStep:
         self.missing: Counter[str] = Counter()  # bars the source never had, per symbol
         self.status: dict[str, str] = {}  # why each skipped symbol skipped, in words
         self._log = get_logger("trader.market")
+        self.skip_log = SkipLog(self._log)  # "symbol skipped" once a run of skips, not a tick
         self._synthetic_announced = False
         self._markets_loaded: datetime | None = None
         self._accepted: list[Bar] = []
@@ -162,8 +164,7 @@ class MarketDataStep:
                 self.status[symbol] = str(quote)
             else:
                 ready[symbol] = SymbolData(symbol, self.windows[symbol].snapshot(), quote)
-        for symbol in skipped:
-            self._log.warning("symbol skipped", symbol=symbol, reason=self.status[symbol])
+        self.skip_log.tick(now, skipped, self.status)
         return TickData(now, ready, skipped, quote_times)
 
     async def _refresh_markets(self, now: datetime) -> None:

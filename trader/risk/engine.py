@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Literal, Protocol
+from zoneinfo import ZoneInfo
 
 from trader.config.trading_settings import RiskSettings
 from trader.domain import OrderType, Quote, QuoteSource, Side
@@ -99,6 +100,7 @@ class RiskEngine:
         self.status = status
         self.day = day
         self.opening = opening
+        self._zone = ZoneInfo(settings.day_zone)
         self._sent: deque[datetime] = deque()
 
     @property
@@ -187,9 +189,18 @@ class RiskEngine:
 
     # --- state ------------------------------------------------------------------------------
 
+    def day_of(self, at: datetime) -> date:
+        """The risk day `at` falls in: its date in `risk.day_zone`, the day ending at
+        `risk.day_rolls_at` there."""
+        local = at.astimezone(self._zone)
+        rolls = self.settings.day_rolls_at
+        passed = timedelta(hours=rolls.hour, minutes=rolls.minute, seconds=rolls.second)
+        # A day that ends at 17:00 is labelled by the date it ends on, as FX's value days are.
+        return (local + (timedelta(days=1) - passed if passed else timedelta(0))).date()
+
     def observe_equity(self, at: datetime, equity: Decimal) -> TradingStatus | None:
         """Follow equity; the new status when it changes, else None."""
-        today = at.astimezone(UTC).date()
+        today = self.day_of(at)
         change = None
         if self.day is None:
             marks = DayMarks.opening(today, equity if self.opening is None else self.opening)
@@ -257,7 +268,7 @@ class RiskEngine:
         may be in a day the marks have not seen yet."""
         if self.day is None:
             return 0.0
-        marks = self.day if at is None else self.day.on(at.astimezone(UTC).date())
+        marks = self.day if at is None else self.day.on(self.day_of(at))
         return marks.loss(equity)
 
     def halt(self, reason: str, at: datetime) -> TradingStatus | None:

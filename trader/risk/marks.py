@@ -11,9 +11,11 @@
   the moment trading resumes after a stop (else a resumed account, still below its old high,
   would stop again at once).
 
-"Day" is the UTC day. The sessions of the exchanges the daemon trades (XNYS, XSHG, ...) never
-cross UTC midnight, so for them the last equity before the UTC day began is the previous
-session's close; markets that trade round the clock (crypto, FX) roll at UTC midnight.
+"Day" is the risk day (`RiskEngine.day_of`): by default the UTC day. The sessions of New
+York's and Shanghai's exchanges end before UTC midnight, so for them the last equity before the
+UTC day began is the previous session's close; a market whose session crosses UTC midnight
+(Sydney) names its zone in `risk.day_zone`, and FX's day that ends at 17:00 New York time is
+`risk.day_rolls_at`.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ async def start_skill(parts: Parts, database: Database, now: datetime, log: Logg
         model_names(settings),
         window=settings.forecast.skill_window,
         jump_limit=settings.forecast.stability_jump_sigmas,
+        naive_window=settings.forecast.naive_window,
     )
     update = await live.start(now)
     metrics.resume((await live.store.counts()).items())

@@ -1,9 +1,11 @@
 """Forecast skill: proper scoring rules over a batch of quantile forecasts (CRPS, quantile
-loss, MAE and MASE of the median against a naive reference, hit rate, interval coverage and
-calibration), block-bootstrap intervals and Diebold-Mariano tests. One implementation serves
+loss, skill against the probabilistic naive reference and against the no-change point, MAE and
+MASE of the median against no change, hit rate, interval coverage and calibration),
+block-bootstrap intervals and Diebold-Mariano tests. One implementation serves
 `trader evaluate`, the backtest's forecaster section and the daemon's live skill metrics.
 
-    scores = score(levels, values, realised)   # values[origin, step, level], realised[origin, step]
+    # values[origin, step, level], realised[origin, step], reference: the naive's, like values
+    scores = score(levels, values, realised, reference=reference)
     scores.figures()                           # every step; figures(step=k): step k only
     bootstrap_intervals(scores, block_weights(scores.origins, block, 1000))
     diebold_mariano(scores.per_origin_crps(), other.per_origin_crps(), lag)
@@ -19,7 +21,17 @@ from trader.skill.inference import (
     overlap_lag,
 )
 from trader.skill.returns import as_returns, forecast_table
-from trader.skill.rules import INTERVALS, Figures, Ratio, Scores, crps, median_of, pinball, score
+from trader.skill.rules import (
+    INTERVALS,
+    Figures,
+    Ratio,
+    Scores,
+    crps,
+    median_of,
+    naive_reference,
+    pinball,
+    score,
+)
 
 __all__ = [
     "INTERVALS",
@@ -36,6 +48,7 @@ __all__ = [
     "diebold_mariano",
     "forecast_table",
     "median_of",
+    "naive_reference",
     "overlap_lag",
     "pinball",
     "score",

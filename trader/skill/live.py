@@ -3,8 +3,10 @@ latest scored forecasts per model and symbol, and the signs of an unstable model
 
 A forecast's score is the sums `Scores.sums()` gives for one origin (every figure's numerator
 and denominator over its steps), so a window of them adds up to the same figures `trader
-evaluate` reports over those origins. The no-change forecast is scored beside every model by
-the same rules (its CRPS is the "naive" figure).
+evaluate` reports over those origins. The naive reference, the random walk with the empirical
+quantiles of past moves made from the same origin (the baseline's construction, handed in by
+the daemon), is scored beside every model by the same rules, and as model "naive" itself; the
+no-change point forecast stays as the labelled `skill_no_change` and MASE.
 """
 
 from __future__ import annotations
@@ -41,20 +43,29 @@ class LiveScore:
     as_of_ms: int
     steps: int
     sums: Sums
-    naive: Sums  # the no-change forecast from the same origin
+    naive: Sums  # the naive reference from the same origin, scored as a model
 
 
-def score_one(forecast: Forecast, last: float, closes: Sequence[float]) -> tuple[Sums, Sums]:
-    """The model's and the no-change forecast's sums, from the close at the origin and the
-    `forecast.steps` closes that came after it."""
+def score_one(
+    forecast: Forecast, reference: Forecast, last: float, closes: Sequence[float]
+) -> tuple[Sums, Sums]:
+    """The model's and the naive reference's sums, from the close at the origin and the
+    `forecast.steps` closes that came after it; `reference`: the naive forecast from the same
+    origin, at the same levels and steps."""
     if len(closes) != forecast.steps:
         raise ValueError(f"{len(closes)} closes for a {forecast.steps}-step forecast")
     base = np.array([last])
     values = as_returns(forecast_table([forecast]), base)
+    naive_values = as_returns(forecast_table([reference]), base)
     realised = as_returns(np.array([closes], dtype=np.float64), base)
     levels = forecast.levels
-    model = score(levels, values, realised, scale=base).sums()
-    naive = score(levels, np.zeros_like(values), realised, scale=base).sums()
+    if reference.levels != levels or reference.steps != forecast.steps:
+        raise ValueError(
+            f"the naive reference's levels {reference.levels} and {reference.steps} steps "
+            f"differ from {forecast.model}'s {levels} and {forecast.steps}"
+        )
+    model = score(levels, values, realised, reference=naive_values, scale=base).sums()
+    naive = score(levels, naive_values, realised, reference=naive_values, scale=base).sums()
 
     def plain(sums: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, tuple[float, float]]:
         return {k: (float(num[0]), float(den[0])) for k, (num, den) in sums.items()}
@@ -68,13 +79,14 @@ class WindowFigures:
 
     forecasts: int
     crps: float | None  # mean per step, of the return
-    mase: float | None
-    skill_vs_naive: float | None  # 1 - CRPS / CRPS of no change
+    mase: float | None  # against the no-change point forecast
+    skill_vs_naive: float | None  # 1 - CRPS / CRPS of the probabilistic naive: the headline
     coverage: Mapping[str, float | None]
+    skill_vs_no_change: float | None = None  # 1 - CRPS / CRPS of the no-change point
 
 
 class RollingSkill:
-    """The last `window` scored forecasts per (model, symbol), and the naive forecast's."""
+    """The last `window` scored forecasts per (model, symbol), and the naive reference's."""
 
     def __init__(self, window: int) -> None:
         self.window = window
@@ -91,13 +103,14 @@ class RollingSkill:
             bottom = sum(e[name][1] for e in entries if name in e)
             return top / bottom if bottom > 0 else None
 
-        skill = ratio("skill")
+        skill, point = ratio("skill"), ratio("skill_no_change")
         return WindowFigures(
             len(entries),
             ratio("crps"),
             ratio("mase"),
             None if skill is None else 1.0 - skill,
             {interval_name(c): ratio(f"coverage_{interval_name(c)}") for c in INTERVALS},
+            None if point is None else 1.0 - point,
         )
 
     def keys(self) -> list[tuple[str, str]]:

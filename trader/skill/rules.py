@@ -13,8 +13,15 @@ come from `scoringrules`:
 
 Every figure is a ratio of two sums over origins and steps (`Ratio`), so the same numbers give
 the point figure, the figure per horizon step and, resampling origins, a bootstrap interval.
-The reference is a point forecast (`naive`, 0 by default: no change, in return space), scored
-by the same rules as a forecast whose every quantile is that point.
+
+Two references, each scored by the same rules:
+- the naive forecast (`reference`): a probabilistic forecast, the random walk with the
+  empirical quantiles of past moves (the baseline forecaster's construction, made by the
+  callers above this floor). The headline skill is against it: a point reference would hand
+  any forecast with a spread a skill of about 0.2 for nothing.
+- the no-change point forecast (`naive`, 0 by default: no change, in return space), scored as
+  a forecast whose every quantile is that point: `skill_no_change`, and MASE (whose
+  definition it is).
 """
 
 from __future__ import annotations
@@ -47,15 +54,29 @@ class Figures:
 
     scored: int  # (origin, step) pairs with a realised value
     crps: float | None
-    crps_naive: float | None
-    skill: float | None  # 1 - CRPS / CRPS of the naive forecast
+    crps_naive: float | None  # of the probabilistic naive forecast (the reference)
+    skill: float | None  # 1 - CRPS / CRPS of the probabilistic naive forecast: the headline
+    crps_no_change: float | None  # of the no-change point forecast
+    skill_no_change: float | None  # 1 - CRPS / CRPS of the no-change point forecast
     wql: float | None  # weighted quantile loss: sum of 2 x pinball / sum of |realised level|
     mae: float | None  # of the median
-    mae_naive: float | None  # of the naive forecast
-    mase: float | None  # MAE / MAE of the naive forecast, over the same origins and steps
+    mae_no_change: float | None  # of the no-change point forecast
+    mase: float | None  # MAE / MAE of no change, over the same origins and steps
     hit_rate: float | None  # the median's direction, where it has one
     coverage: Mapping[str, float | None]  # "50", "80", "90": share inside the central interval
     calibration: tuple[tuple[float, float | None], ...]  # (level, share at or below it)
+
+
+def naive_reference(window: int, context: int | None = None, horizon: int = 0) -> str:
+    """What every report calls the naive reference the headline skill is measured against;
+    `context`: the bars a forecast's window holds, when known (the reference sees no more)."""
+    short = context is not None and context < window + horizon
+    return (
+        f"the random walk with the empirical quantiles of the past moves over the last {window} "
+        f"bars (plus the horizon) before each origin (forecast.naive_window = {window}: the "
+        "baseline forecaster's construction)"
+        + (f", here the whole window of {context} bars, which is shorter" if short else "")
+    )
 
 
 def interval_name(width: float) -> str:
@@ -110,8 +131,8 @@ class Scores:
         scored = self.ratios["crps"].denominator
         count = int(scored.sum() if step is None else scored[:, step].sum())
         return Figures(
-            count, v["crps"], v["crps_naive"], v["skill"], v["wql"], v["mae"], v["mae_naive"],
-            v["mase"],
+            count, v["crps"], v["crps_naive"], v["skill"], v["crps_no_change"],
+            v["skill_no_change"], v["wql"], v["mae"], v["mae_no_change"], v["mase"],
             v["hit_rate"],
             {interval_name(c): v[f"coverage_{interval_name(c)}"] for c in INTERVALS},
             tuple((q, v[f"below_{q!r}"]) for q in self.levels),
@@ -130,7 +151,9 @@ def _plain(value: float) -> float | None:
     return None if not math.isfinite(value) else float(value)
 
 
-def _check(levels: np.ndarray, values: np.ndarray, realised: np.ndarray) -> None:
+def _check(
+    levels: np.ndarray, values: np.ndarray, realised: np.ndarray, reference: np.ndarray | None
+) -> None:
     if levels.ndim != 1 or levels.size == 0:
         raise ValueError("quantile levels: a non-empty list")
     if np.any((levels <= 0) | (levels >= 1)) or np.any(np.diff(levels) <= 0):
@@ -146,6 +169,12 @@ def _check(levels: np.ndarray, values: np.ndarray, realised: np.ndarray) -> None
         )
     if not np.all(np.isfinite(values)):
         raise ValueError("forecast values must be finite")
+    if reference is not None and reference.shape != values.shape:
+        raise ValueError(
+            f"the naive reference is [origin, step, level] {values.shape}, got {reference.shape}"
+        )
+    if reference is not None and not np.all(np.isfinite(reference)):
+        raise ValueError("the naive reference's values must be finite")
 
 
 def median_of(levels: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -187,19 +216,26 @@ def score(
     values: np.ndarray,
     realised: np.ndarray,
     *,
+    reference: np.ndarray | None = None,
     naive: np.ndarray | float = 0.0,
     scale: np.ndarray | None = None,
 ) -> Scores:
     """Score `values[origin, step, level]` against `realised[origin, step]`.
 
-    `naive`: the reference point forecast per origin and step (0: no change, for returns).
+    `reference`: the probabilistic naive forecast's quantiles, [origin, step, level] like
+    `values`: `crps_naive` and the headline `skill` are against it. None (a caller with no
+    history to make one from): they are against the point forecast `naive`, as
+    `skill_no_change` is.
+    `naive`: the no-change point forecast per origin and step (0, for returns): MASE, the hit
+    rate's direction and `skill_no_change`.
     `scale`: per origin, the level a return is of (the last close): the weighted quantile loss
     is then that of the prices, as forecasters publish it; None: of the values as given.
     """
     q = np.asarray(levels, dtype=np.float64)
     x = np.asarray(values, dtype=np.float64)
     y = np.asarray(realised, dtype=np.float64)
-    _check(q, x, y)
+    r = None if reference is None else np.asarray(reference, dtype=np.float64)
+    _check(q, x, y, r)
     known = np.isfinite(y)
     y0 = np.where(known, y, 0.0)
     point = np.broadcast_to(np.asarray(naive, dtype=np.float64), y.shape)
@@ -207,7 +243,8 @@ def score(
     zero = np.zeros_like(ones)
 
     crps_model = np.where(known, crps(q, x, y0), 0.0)
-    crps_naive = np.where(known, crps(q, np.broadcast_to(point[..., None], x.shape), y0), 0.0)
+    crps_point = np.where(known, crps(q, np.broadcast_to(point[..., None], x.shape), y0), 0.0)
+    crps_naive = crps_point if r is None else np.where(known, crps(q, r, y0), 0.0)
     losses = pinball(q, x, y0)  # [origin, step, level]
     s = np.ones(y.shape) if scale is None else np.asarray(scale, dtype=np.float64)[:, None]
     level_of = (1.0 + y0) * s if scale is not None else y0
@@ -223,9 +260,11 @@ def score(
         "crps": Ratio(crps_model, ones),
         "crps_naive": Ratio(crps_naive, ones),
         "skill": Ratio(crps_model, crps_naive, one_minus=True),
+        "crps_no_change": Ratio(crps_point, ones),
+        "skill_no_change": Ratio(crps_model, crps_point, one_minus=True),
         "wql": Ratio(wql_top, np.where(known, np.abs(level_of), 0.0)),
         "mae": Ratio(error, ones),
-        "mae_naive": Ratio(naive_error, ones),
+        "mae_no_change": Ratio(naive_error, ones),
         "mase": Ratio(error, naive_error),
         "hit_rate": Ratio(hits.astype(np.float64), directed.astype(np.float64)),
     }

@@ -122,11 +122,14 @@ class Metrics(DaemonMetrics):
         )
         self.equity = Gauge("trader_equity", "Cash plus positions at the latest marks", registry=r)
         self.drawdown = Gauge(
-            "trader_drawdown_ratio", "Drawdown from today's equity peak", registry=r
+            "trader_drawdown_ratio",
+            "Drawdown from the running equity peak, re-based when "
+            "trading last resumed (what risk.max_drawdown limits)",
+            registry=r,
         )
         self.daily_loss = Gauge(
-            "trader_daily_loss_ratio", "Loss since the UTC day began, as a share of the day's "
-            "starting equity (0 when up)", registry=r,
+            "trader_daily_loss_ratio", "Loss since the risk day began (risk.day_zone), as a "
+            "share of the equity before it (0 when up)", registry=r,
         )  # fmt: skip
         self.risk_limit = Gauge(
             "trader_risk_limit_ratio", "The configured risk limits: max_drawdown (compare "

@@ -2,11 +2,15 @@
 holds the daemon's others).
 
 Per model and symbol, over the last `forecast.skill_window` scored forecasts, the naive
-no-change forecast scored beside them as model "naive": trader_forecast_crps (mean CRPS of the
-return per step), trader_forecast_mase, trader_forecast_coverage{interval} and
-trader_forecast_skill_vs_naive (1 - CRPS / CRPS of no change). NaN until a first forecast is
-scored. Stability per model: forecasts asked for and those unusable (non-finite or failed,
-clipped), the predicted spread over the realised volatility, median jumps.
+reference scored beside them as model "naive" (the random walk with the empirical quantiles of
+the moves over the last `forecast.naive_window` bars: the baseline's construction):
+trader_forecast_crps (mean CRPS of the return per step), trader_forecast_mase (against the
+no-change point forecast), trader_forecast_coverage{interval}, trader_forecast_skill_vs_naive
+(1 - CRPS / CRPS of the naive reference: the headline, and the alert's) and
+trader_forecast_skill_vs_no_change (1 - CRPS / CRPS of the no-change point forecast, which
+any spread beats: shown, never alerted on). NaN until a first forecast is scored. Stability
+per model: forecasts asked for and those unusable (non-finite or failed, clipped), the
+predicted spread over the realised volatility, median jumps.
 """
 
 from __future__ import annotations
@@ -43,8 +47,14 @@ class SkillMetrics:
             [*labels, "interval"], registry=r,
         )  # fmt: skip
         self.skill = Gauge(
-            "trader_forecast_skill_vs_naive", "1 - CRPS / CRPS of the no-change forecast over "
-            "the skill window (0 or less: no better than no change)", labels, registry=r,
+            "trader_forecast_skill_vs_naive", "1 - CRPS / CRPS of the naive reference (the "
+            "random walk with the empirical quantiles of the last forecast.naive_window bars' "
+            "moves) over the skill window (0 or less: no better than naive)", labels, registry=r,
+        )  # fmt: skip
+        self.skill_no_change = Gauge(
+            "trader_forecast_skill_vs_no_change", "1 - CRPS / CRPS of the no-change point "
+            "forecast over the skill window (any spread earns some: not the headline)",
+            labels, registry=r,
         )  # fmt: skip
         self.window = Gauge(
             "trader_forecast_skill_window_forecasts", "Scored forecasts the skill figures "
@@ -81,7 +91,7 @@ class SkillMetrics:
                     self.unusable.labels(model, reason)
 
     def _initialise(self, model: str, symbol: str) -> None:
-        for gauge in (self.crps, self.mase, self.skill):
+        for gauge in (self.crps, self.mase, self.skill, self.skill_no_change):
             gauge.labels(model, symbol).set(NAN)
         for width in INTERVALS:
             self.coverage.labels(model, symbol, interval_name(width)).set(NAN)
@@ -111,6 +121,7 @@ class SkillMetrics:
                 (self.crps, figures.crps),
                 (self.mase, figures.mase),
                 (self.skill, figures.skill_vs_naive),
+                (self.skill_no_change, figures.skill_vs_no_change),
             ):
                 gauge.labels(model, symbol).set(NAN if value is None else value)
             for name, share in figures.coverage.items():

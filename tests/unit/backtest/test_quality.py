@@ -37,16 +37,23 @@ def test_quality_is_the_skill_modules_figures() -> None:
     by_end = closes(60)
     prices = list(by_end.values())
     forecasts = [flat(i, prices[i], 0.04) for i in range(50)]
-    quality = forecast_quality("baseline", "SOL/USDT", forecasts, by_end)
+    references = [flat(i, prices[i], 0.02) for i in range(50)]  # a narrower naive reference
+    quality = forecast_quality("toto", "SOL/USDT", forecasts, by_end, references, 64)
     assert quality is not None
     assert quality.forecasts == 50
+    assert quality.naive_window == 64
     # The same forecasts through trader.skill directly, in returns.
     values = np.array([[[0.04 * (q - 0.5) for q in LEVELS]] * 2 for _ in range(50)])
     realised = np.array([[prices[i + 1] / prices[i] - 1, prices[i + 2] / prices[i] - 1]
                          for i in range(50)])  # fmt: skip
-    figures = score(LEVELS, values, realised).figures()
+    figures = score(LEVELS, values, realised, reference=values / 2).figures()
     assert quality.crps == pytest.approx(figures.crps)
     assert quality.crps_skill == pytest.approx(figures.skill)
+    assert quality.crps_skill_no_change == pytest.approx(figures.skill_no_change)
+    # A forecast that is its own naive reference scores 0 exactly.
+    own = forecast_quality("baseline", "SOL/USDT", forecasts, by_end, forecasts, 64)
+    assert own is not None
+    assert own.crps_skill == 0.0
     # The median is no change: MAE equals the naive MAE at every step, skill 0.
     assert quality.mae == pytest.approx(quality.mae_naive)
     assert quality.skill == pytest.approx(0.0)
@@ -58,10 +65,13 @@ def test_forecasts_without_outcomes_are_left_out() -> None:
     by_end = closes(10)
     prices = list(by_end.values())
     forecasts = [flat(i, prices[i], 0.04) for i in range(10)]  # the last two run past the data
-    quality = forecast_quality("baseline", "SOL/USDT", forecasts, by_end)
+    quality = forecast_quality("baseline", "SOL/USDT", forecasts, by_end, forecasts, 64)
     assert quality is not None
     assert quality.forecasts == 8
-    assert forecast_quality("baseline", "SOL/USDT", forecasts[-1:], by_end) is None
+    last = forecasts[-1:]
+    assert forecast_quality("baseline", "SOL/USDT", last, by_end, last, 64) is None
+    with pytest.raises(ValueError, match="1 naive references for 10 forecasts"):
+        forecast_quality("baseline", "SOL/USDT", forecasts, by_end, last, 64)
 
 
 def test_forecasts_read_back_from_their_rows_score_exactly_as_made() -> None:
@@ -83,7 +93,9 @@ def test_forecasts_read_back_from_their_rows_score_exactly_as_made() -> None:
     assert all(isinstance(f.quantiles, StoredQuantiles) for f in stored)
     np.testing.assert_array_equal(forecast_table(stored), forecast_table(made))
     np.testing.assert_array_equal(forecast_table(stored, "high"), forecast_table(made, "high"))
-    ours, theirs = (forecast_quality("baseline", "SOL/USDT", fs, by_end) for fs in (stored, made))
+    ours, theirs = (
+        forecast_quality("baseline", "SOL/USDT", fs, by_end, fs, 64) for fs in (stored, made)
+    )
     assert ours == theirs
     assert ours is not None
     assert ours.forecasts == 59  # the one whose horizon ends at the hole is left out

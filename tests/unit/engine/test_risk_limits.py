@@ -19,10 +19,13 @@ OPENING = Decimal(10_000)
 
 
 def engine(
-    daily_loss: float = 1.0, drawdown: float = 1.0, halt_policy: HaltPolicy = "wait"
+    daily_loss: float = 1.0,
+    drawdown: float = 1.0,
+    halt_policy: HaltPolicy = "wait",
+    **day: object,
 ) -> RiskEngine:
     return RiskEngine(
-        RiskSettings(max_daily_loss=daily_loss, max_drawdown=drawdown),
+        RiskSettings(max_daily_loss=daily_loss, max_drawdown=drawdown, **day),
         maker_fee_bps=2.0,
         taker_fee_bps=10.0,
         max_quote_age=timedelta(seconds=30),
@@ -165,3 +168,36 @@ def test_a_backtest_that_stops_for_good_reduces_to_the_end():
     assert change.reason.endswith(": only reducing orders for the rest of the run (on_halt)")
     assert risk.observe_equity(START + timedelta(days=5), Decimal(12_000)) is None
     assert risk.state is TradingState.REDUCING
+
+
+def test_a_market_whose_session_crosses_utc_midnight_counts_its_day_in_its_own_zone():
+    # The ASX trades 10:00-16:00 Sydney time: 23:00-05:00 UTC in (southern) summer, so a UTC
+    # day would cut its session in two and measure half of it from the middle.
+    friday_close = datetime(2024, 3, 1, 5, 0, tzinfo=UTC)  # 16:00 in Sydney
+    open_ = datetime(2024, 3, 3, 23, 0, tzinfo=UTC)  # Monday 4 March, 10:00 in Sydney
+    path = ((friday_close, 10_000), (open_, 9_800), (open_ + timedelta(hours=1), 9_700),
+            (open_ + timedelta(hours=5), 9_400))  # fmt: skip
+    sydney = engine(daily_loss=0.05, day_zone="Australia/Sydney")
+    assert sydney.day_of(open_) == sydney.day_of(open_ + timedelta(hours=6))
+    changes = [sydney.observe_equity(at, Decimal(e)) for at, e in path]
+    # 6% below Friday's close: the session's loss, its 00:00 UTC tick inside it.
+    assert changes[:3] == [None, None, None]
+    assert changes[3] is not None
+    assert changes[3].state is TradingState.HALTED
+    assert "6.00% > 5.00% since equity 10000.00" in changes[3].reason
+    # Counted in UTC days, 00:00 opens a new day measured from 9,800 (4.1% down): no halt.
+    utc = engine(daily_loss=0.05)
+    assert [utc.observe_equity(at, Decimal(e)) for at, e in path] == [None] * 4
+
+
+def test_fxs_day_ends_at_five_in_new_york():
+    risk = engine(day_zone="America/New_York", day_rolls_at="17:00")
+    tuesday_close = datetime(2024, 3, 5, 22, 0, tzinfo=UTC)  # 17:00 New York (EST)
+    assert risk.day_of(tuesday_close - timedelta(minutes=1)).isoformat() == "2024-03-05"
+    assert risk.day_of(tuesday_close).isoformat() == "2024-03-06"
+    assert risk.day_of(tuesday_close + timedelta(hours=6)).isoformat() == "2024-03-06"
+
+
+def test_an_unknown_day_zone_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+        RiskSettings(day_zone="Mars/Olympus")

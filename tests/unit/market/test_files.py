@@ -266,12 +266,22 @@ def test_times_with_offsets_are_converted_to_utc(tmp_path):
     assert not recording.naive_times
 
 
-def test_offsets_that_change_with_daylight_saving_time_are_each_honoured(tmp_path):
+def test_offsets_that_change_with_daylight_saving_time_need_the_zone_named(tmp_path):
     header, _ = table_of(EURUSD)
     rows = with_times(table_of(EURUSD), lambda t: _utc(t).astimezone(BERLIN).isoformat())
-    assert {row[0][-6:] for row in rows} == {"+02:00", "+01:00"}
-    recording = read_recording(write(tmp_path / "eurusd.csv", header, rows), "EUR/USD")
-    assert recording.rows == expected(table_of(EURUSD))
+    summer = sum(row[0].endswith("+02:00") for row in rows)
+    assert 0 < summer < len(rows)
+    assert all(row[0][-6:] in ("+02:00", "+01:00") for row in rows)
+    path = write(tmp_path / "eurusd.csv", header, rows)
+    counts = rf"\+01:00 \({len(rows) - summer} rows\), \+02:00 \({summer} rows\)"
+    with pytest.raises(ReplayDataError, match=rf"mixes UTC offsets: {counts}; .*--timezone"):
+        read_recording(path, "EUR/USD")
+    berlin = read_recording(path, "EUR/USD", options=ReadOptions(timezone="Europe/Berlin"))
+    assert berlin.rows == expected(table_of(EURUSD))
+    assert berlin.report is not None
+    assert "+01:00, +02:00 (Europe/Berlin's)" in berlin.report.notes()[0]
+    with pytest.raises(ReplayDataError, match=r"offsets are not America/New_York's"):
+        read_recording(path, "EUR/USD", options=ReadOptions(timezone="America/New_York"))
 
 
 def test_naive_wall_clock_times_are_placed_in_the_given_zone_across_dst(tmp_path):
@@ -318,16 +328,22 @@ def test_a_row_number_is_not_taken_for_epoch_times(tmp_path):
         read_recording(write(tmp_path / "goog.csv", header, numbered), "GOOG/USD")
 
 
-def test_an_adjusted_close_and_other_columns_are_ignored_and_named(tmp_path):
+def test_an_adjusted_close_is_applied_and_other_columns_are_ignored_and_named(tmp_path):
     _, rows = table_of(GOOG)
     wide = [[*row[:5], str(float(row[4]) / 2), row[5], "7"] for row in rows]
     columns = ["Date", "Open", "High", "Low", "Close", "Adj Close", "Volume", "trades"]
-    recording = read_recording(write(tmp_path / "goog.csv", columns, wide), "GOOG/USD")
-    assert recording.rows == read_recording(GOOG, "GOOG/USD").rows
-    assert recording.report is not None
-    assert recording.report.ignored_columns == ("Adj Close", "trades")
-    assert "ignored columns: Adj Close, trades" in recording.report.notes()
-    assert recording.report.time_column_found == "named"
+    path = write(tmp_path / "goog.csv", columns, wide)
+    raw = read_recording(path, "GOOG/USD", options=ReadOptions(prices="raw"))
+    assert raw.rows == read_recording(GOOG, "GOOG/USD").rows
+    assert raw.report is not None
+    assert raw.report.ignored_columns == ("trades",)
+    assert "ignored columns: trades" in raw.report.notes()
+    assert raw.report.time_column_found == "named"
+    # By default the adjusted close is traded: prices halved, volumes doubled (the split
+    # tests on real adjusted closes are in test_adjusted.py).
+    adjusted = read_recording(path, "GOOG/USD")
+    assert [r[1:5] for r in adjusted.rows] == [tuple(v / 2 for v in r[1:5]) for r in raw.rows]
+    assert [r[5] for r in adjusted.rows] == [r[5] * 2 for r in raw.rows]
 
 
 def test_the_time_column_is_found_by_name_or_position_or_given(tmp_path):
@@ -362,10 +378,11 @@ def test_the_time_column_is_found_by_name_or_position_or_given(tmp_path):
     assert parquet.report.time_column_found == "pandas index"
 
 
-def test_a_file_without_volume_is_refused_naming_its_columns(tmp_path):
+def test_a_file_without_a_close_is_refused_naming_its_columns(tmp_path):
+    # (A file without volume is read, its volume unknown: tests/unit/market/test_adjusted.py.)
     header, rows = table_of(GOOG)
-    path = write(tmp_path / "goog.csv", header[:5], [row[:5] for row in rows])
-    with pytest.raises(ReplayDataError, match=r"no volume column \(its columns: \(unnamed\), Open"):
+    path = write(tmp_path / "goog.csv", header[:4], [row[:4] for row in rows])
+    with pytest.raises(ReplayDataError, match=r"no close column \(its columns: \(unnamed\), Open"):
         read_recording(path, "GOOG/USD")
 
 
@@ -404,7 +421,7 @@ def test_one_log_line_says_how_the_file_was_read(tmp_path):
 def test_one_time_is_too_few_to_tell_the_timeframe(tmp_path):
     header, rows = table_of(SOL)
     path = write(tmp_path / "SOLUSDT_1h.csv", header, [rows[0], rows[0]])
-    with pytest.raises(ReplayDataError, match=r"1 distinct bar time.*give it"):
+    with pytest.raises(ReplayDataError, match=r"1 distinct bar time.*at least two bars"):
         read_recording(path)
     assert read_recording(path, timeframe=Timeframe("1h")).rows == expected((header, rows[:1]))
 

@@ -43,30 +43,37 @@ def test_window_figures_are_evaluates_over_the_same_origins():
     made = []
     for _ in range(5):
         closes = list(100 * (1 + rng.normal(0, 0.01, 3)))
-        f = forecast(100.0, 0.04)
-        sums, naive = score_one(f, 100.0, closes)
+        # The naive reference from the same origin: here a narrower spread around no change.
+        sums, naive = score_one(forecast(100.0, 0.04), forecast(100.0, 0.02), 100.0, closes)
         rolling.add("toto", "SOL/USDT", sums)
         rolling.add("naive", "SOL/USDT", naive)
         made.append(closes)
     # The window keeps the last three: the same figures as scoring those three together.
     values = np.array([[[0.04 * (q - 0.5) for q in LEVELS]] * 3] * 3)
+    reference = values / 2
     realised = np.array(made[-3:]) / 100 - 1
-    expected = score(LEVELS, values, realised).figures()
+    expected = score(LEVELS, values, realised, reference=reference).figures()
     got = rolling.figures("toto", "SOL/USDT")
     assert got.forecasts == 3
     assert got.crps == pytest.approx(expected.crps)
     assert got.mase == pytest.approx(expected.mase)
     assert got.skill_vs_naive == pytest.approx(expected.skill)
+    assert got.skill_vs_no_change == pytest.approx(expected.skill_no_change)
+    assert got.skill_vs_naive != pytest.approx(got.skill_vs_no_change)  # two references
     assert got.coverage == pytest.approx(expected.coverage)
     naive = rolling.figures("naive", "SOL/USDT")
-    assert naive.mase == 1.0
-    assert naive.skill_vs_naive == 0.0
+    assert naive.mase == 1.0  # its median is no change
+    assert naive.skill_vs_naive == 0.0  # scored against itself
+    point = score(LEVELS, reference, realised).figures().skill_no_change
+    assert naive.skill_vs_no_change == pytest.approx(point)
     assert rolling.figures("kronos", "SOL/USDT").crps is None  # nothing scored yet
 
 
 def test_score_one_needs_every_step():
     with pytest.raises(ValueError, match="2 closes for a 3-step forecast"):
-        score_one(forecast(100.0, 0.04), 100.0, [100.0, 101.0])
+        score_one(forecast(100.0, 0.04), forecast(100.0, 0.02), 100.0, [100.0, 101.0])
+    with pytest.raises(ValueError, match="the naive reference's levels"):
+        score_one(forecast(100.0, 0.04), forecast(100.0, 0.02, steps=2), 100.0, [1.0, 2.0, 3.0])
 
 
 def test_stability_checks():

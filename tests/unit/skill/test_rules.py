@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from trader.skill import score
+from trader.skill import naive_reference, score
 from trader.skill.rules import crps, median_of, pinball
 
 DECILES = np.array([0.1, 0.5, 0.9])
@@ -143,3 +143,40 @@ def test_bad_input_is_refused(levels: list[float], shape: tuple[int, ...], messa
         score(levels, np.zeros(shape), np.zeros(shape[:2]))
     with pytest.raises(ValueError, match="finite"):
         score([0.5], np.full((1, 1, 1), np.nan), np.zeros((1, 1)))
+
+
+def test_the_headline_skill_is_against_the_probabilistic_reference() -> None:
+    # Outcomes from N(0, 1), forecast by N(0, 1) itself: against the no-change point it earns
+    # 1 - E CRPS / E|y| = 1 - (1 / sqrt(pi)) / sqrt(2 / pi) = 1 - 1 / sqrt(2) for its spread
+    # alone (Gneiting and Raftery 2007's closed form); against a reference of the same
+    # distribution, 0 exactly.
+    levels = np.arange(1, 1000) / 1000
+    rng = np.random.default_rng(11)
+    realised = rng.normal(0, 1, size=(4000, 1))
+    values = np.broadcast_to(normal_quantiles(levels), (4000, 1, levels.size))
+    figures = score(levels, values, realised, reference=values).figures()
+    assert figures.skill == 0.0
+    assert figures.crps_naive == figures.crps
+    assert figures.skill_no_change == pytest.approx(1 - 1 / math.sqrt(2), abs=0.02)
+    assert figures.mase == pytest.approx(1.0)  # the median is no change
+    # A sharper forecast centred on the outcome beats the reference; one as sharp but off by
+    # two standard deviations loses to it.
+    sharp = realised[:, :, None] + normal_quantiles(levels, 0.0, 0.1)
+    assert score(levels, sharp, realised, reference=values).figures().skill > 0.8
+    wrong = sharp + 2.0
+    assert score(levels, wrong, realised, reference=values).figures().skill < -0.5
+
+
+def test_a_reference_of_another_shape_or_not_finite_is_refused() -> None:
+    values = np.zeros((2, 3, DECILES.size))
+    realised = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="naive reference is"):
+        score(DECILES, values, realised, reference=np.zeros((2, 2, DECILES.size)))
+    with pytest.raises(ValueError, match="must be finite"):
+        score(DECILES, values, realised, reference=np.full(values.shape, np.nan))
+
+
+def test_reports_name_the_naive_window_and_a_shorter_context() -> None:
+    assert "forecast.naive_window = 256" in naive_reference(256, 512, 4)
+    assert "whole window" not in naive_reference(256, 512, 4)
+    assert "here the whole window of 64 bars" in naive_reference(256, 64, 6)

@@ -14,7 +14,8 @@ from trader.telemetry.skill_metrics import SkillMetrics
 
 AT = datetime(2024, 1, 1, tzinfo=UTC)
 SUMS = {"crps": (0.02, 2.0), "crps_naive": (0.03, 2.0), "skill": (0.02, 0.03),
-        "mase": (0.03, 0.03), "coverage_80": (2.0, 2.0), "coverage_50": (0.0, 0.0)}  # fmt: skip
+        "skill_no_change": (0.02, 0.04), "mase": (0.03, 0.03), "coverage_80": (2.0, 2.0),
+        "coverage_50": (0.0, 0.0)}  # fmt: skip
 NAIVE = {"crps": (0.03, 2.0), "skill": (0.03, 0.03), "mase": (0.03, 0.03)}
 
 
@@ -46,6 +47,9 @@ def test_every_series_exists_before_a_score_then_follows_them():
     assert skill is not None
     assert abs(skill - (1 - 0.02 / 0.03)) < 1e-12
     assert value(registry, "trader_forecast_skill_vs_naive", model="naive", symbol="SOL/USDT") == 0
+    # The no-change point comparison is its own series, never the headline's.
+    point = value(registry, "trader_forecast_skill_vs_no_change", model="toto", symbol="SOL/USDT")
+    assert point == 0.5
     assert value(registry, "trader_forecast_coverage", model="toto", symbol="SOL/USDT",
                  interval="80") == 1.0  # fmt: skip
     fifty = value(registry, "trader_forecast_coverage", model="toto", symbol="SOL/USDT",

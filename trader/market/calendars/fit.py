@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from trader.domain import Timeframe
 from trader.market.calendars.calendar import TradingCalendar
@@ -26,6 +26,7 @@ DEFAULT_CANDIDATES: tuple[str, ...] = (
     "XASX",
     "XTSE",
 )
+Bools = NDArray[np.bool_]
 CONTINUOUS_MISSING = 0.01  # continuous when at most this share of its expected bars is missing
 
 
@@ -39,8 +40,9 @@ class CalendarFit:
     label: Label  # whether the data's times are bar starts or bar ends
     in_session: float  # share of the data's bars on expected starts
     expected: int  # expected bars inside the data's first..last span
-    missing: int  # expected bars absent from the data
+    missing: int  # expected bars absent from the data, or there as a bad row (dropped)
     explanation: str
+    dropped: int = 0  # of the missing, rows there but bad: hygiene drops them
 
 
 def _reading(chosen: Trial, plain: Trial | None, naive: bool) -> str:
@@ -62,16 +64,30 @@ def _share(part: int, whole: int) -> str:
     return f"{part / whole:.2%}" if text == "100.0%" and part < whole else text
 
 
-def _summary(chosen: Trial) -> str:
+def _dropped(chosen: Trial, bad: Bools | None, timeframe: Timeframe) -> int:
+    """Bad rows (a NaN, a high below its low: hygiene drops them) on the calendar's expected
+    starts: the data step misses those bars as surely as absent ones."""
+    if bad is None or not bad.any():
+        return 0
+    return int(chosen.calendar.expected_mask(timeframe, chosen.starts[bad]).sum())
+
+
+def _missing(chosen: Trial, dropped: int, share: bool = False) -> str:
+    said = [f"{chosen.missing_share:.1%}"] if share else []
+    said += [f"{dropped:,} of them bad rows, dropped"] if dropped else []
+    why = f" ({', '.join(said)})" if said else ""
+    return f"{chosen.missing + dropped:,} of {chosen.expected:,} expected bars missing{why}"
+
+
+def _summary(chosen: Trial, dropped: int = 0) -> str:
     where = "on its grid" if chosen.calendar.continuous else "in its sessions"
     off = f" ({chosen.bars - chosen.on:,} outside)" if chosen.on < chosen.bars else ""
-    return (
-        f"{_share(chosen.on, chosen.bars)} of {chosen.bars:,} bars {where}{off},"
-        f" {chosen.missing:,} of {chosen.expected:,} expected bars missing"
+    return f"{_share(chosen.on, chosen.bars)} of {chosen.bars:,} bars {where}{off}, " + _missing(
+        chosen, dropped
     )
 
 
-def _fit(chosen: Trial, explanation: str) -> CalendarFit:
+def _fit(chosen: Trial, explanation: str, dropped: int = 0) -> CalendarFit:
     return CalendarFit(
         calendar=chosen.calendar,
         starts_ms=chosen.starts,
@@ -79,9 +95,19 @@ def _fit(chosen: Trial, explanation: str) -> CalendarFit:
         label=chosen.label,
         in_session=chosen.in_session,
         expected=chosen.expected,
-        missing=chosen.missing,
+        missing=chosen.missing + dropped,
         explanation=explanation,
+        dropped=dropped,
     )
+
+
+def _as_bad(bad: ArrayLike | None, starts: Int64s) -> Bools | None:
+    if bad is None:
+        return None
+    mask = np.asarray(bad, dtype=np.bool_).reshape(-1)
+    if mask.shape != starts.shape:
+        raise ValueError(f"{mask.size} bad-row flags for {starts.size} bars")
+    return mask
 
 
 def _as_starts(starts_ms: ArrayLike) -> Int64s:
@@ -98,10 +124,12 @@ def fit_calendar(
     *,
     naive: bool,
     builder: CalendarBuilder | None = None,
+    bad: ArrayLike | None = None,
 ) -> CalendarFit:
     """The calendar named `name`, checked against the data; with naive times, also read in
     the market's zone and as bar ends, keeping the best reading. A poor fit is returned all the
-    same (the caller warns), its explanation saying so."""
+    same (the caller warns), its explanation saying so. `bad`: which rows hygiene drops (their
+    times still tell the calendar; their bars are counted missing)."""
     starts = _as_starts(starts_ms)
     readings = trials(builder or CalendarBuilder(), name, starts, timeframe, naive)
     chosen = pick(readings)
@@ -109,11 +137,13 @@ def fit_calendar(
     if chosen is None:
         chosen = max(readings, key=lambda t: t.in_session)  # max keeps the first of equals
     plain = readings[0] if readings[0] is not chosen else None
-    text = f"{chosen.calendar.name} as named: {_summary(chosen)}{_reading(chosen, plain, naive)}"
+    dropped = _dropped(chosen, _as_bad(bad, starts), timeframe)
+    summary = _summary(chosen, dropped)
+    text = f"{chosen.calendar.name} as named: {summary}{_reading(chosen, plain, naive)}"
     if poor:
         outside = _share(chosen.bars - chosen.on, chosen.bars)
         text += f"; a poor fit: {outside} of the bars fall outside its sessions"
-    return _fit(chosen, text)
+    return _fit(chosen, text, dropped)
 
 
 def infer_calendar(
@@ -123,15 +153,19 @@ def infer_calendar(
     naive: bool,
     candidates: Sequence[str] = DEFAULT_CANDIDATES,
     builder: CalendarBuilder | None = None,
+    bad: ArrayLike | None = None,
 ) -> CalendarFit:
     """The calendar the data follows: continuous when at most 1% of its bars are missing,
     otherwise the candidate reading with the fewest missing among those holding >= 99.5% of the
-    bars in their sessions; continuous (said so) when none does."""
+    bars in their sessions; continuous (said so) when none does. `bad`: as `fit_calendar`'s."""
     starts = _as_starts(starts_ms)
+    rows_bad = _as_bad(bad, starts)
     always = TradingCalendar.always_open(CONTINUOUS)
     continuous = trial(always, starts, distinct(starts), timeframe, "UTC", "start")
     if continuous.qualifies() and continuous.missing_share <= CONTINUOUS_MISSING:
-        return _fit(continuous, f"continuous inferred: {_summary(continuous)}")
+        dropped = _dropped(continuous, rows_bad, timeframe)
+        text = f"continuous inferred: {_summary(continuous, dropped)}"
+        return _fit(continuous, text, dropped)
     builder = builder or CalendarBuilder()
     readings: list[Trial] = []
     for name in candidates:
@@ -151,14 +185,18 @@ def infer_calendar(
             if nearest is not None
             else ""
         )
+        dropped = _dropped(continuous, rows_bad, timeframe)
         return _fit(
             continuous,
-            f"no calendar fits{near}; treated as continuous: {continuous.missing:,} of"
-            f" {continuous.expected:,} expected bars missing ({continuous.missing_share:.1%})",
+            f"no calendar fits{near}; treated as continuous: {_missing(continuous, dropped, True)}",
+            dropped,
         )
     first = next(t for t in readings if t.calendar.name == chosen.calendar.name)
     plain = first if first is not chosen else None
+    dropped = _dropped(chosen, rows_bad, timeframe)
+    summary = _summary(chosen, dropped)
     return _fit(
         chosen,
-        f"{chosen.calendar.name} inferred: {_summary(chosen)}{_reading(chosen, plain, naive)}",
+        f"{chosen.calendar.name} inferred: {summary}{_reading(chosen, plain, naive)}",
+        dropped,
     )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -14,6 +16,9 @@ from trader.market.files.report import listed
 TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 QUOTE_VOLUME_COLUMNS = ("amount", "quote_volume", "quote_asset_volume")
+# An adjusted close as Yahoo, Quandl/WIKI and pandas-datareader name it (case aside).
+ADJUSTED_CLOSE_COLUMNS = ("adj close", "adj_close", "adjclose", "adjusted close",
+                          "adjusted_close", "adj. close")  # fmt: skip
 # What pandas and pyarrow call an index written without a name: first in a CSV, anywhere
 # (last, in fact) in a Parquet file.
 _INDEX_NAMES = ("", "unnamed: 0")
@@ -60,26 +65,47 @@ def time_values(table: pa.Table, names: list[str]) -> pa.Array:
     return pc.binary_join_element_wise(*parts, " ").combine_chunks()
 
 
-def value_columns(
-    table: pa.Table, time_names: list[str], path: Path
-) -> tuple[list[pa.Array], tuple[str, ...]]:
-    """open, high, low, close, volume (and the quote volume if there is one) as float64, and
-    the columns ignored. Names match exactly but for case: "Adj Close" is never the close."""
+@dataclass(frozen=True)
+class ValueColumns:
+    """A file's numbers as float64: open, high, low, close, volume (0 throughout where the file
+    has none: `volume_known` False) and the quote volume if there is one; its adjusted close."""
+
+    values: list[pa.Array]
+    ignored: tuple[str, ...]  # columns read for nothing
+    adjusted_close: pa.Array | None = None
+    adjusted_name: str | None = None
+    volume_known: bool = True
+
+
+def value_columns(table: pa.Table, time_names: list[str], path: Path) -> ValueColumns:
+    """The price and volume columns, by name. Names match exactly but for case: "Adj Close"
+    is never the close, it is the adjusted close. A file without volume (an index) is read
+    with its volume unknown, for the report to say so; only the prices are required."""
     names = [str(name) for name in table.column_names]
     lowered = _by_lowered(names)
-    missing = [name for name in PRICE_COLUMNS if name not in lowered]
+    missing = [name for name in PRICE_COLUMNS[:4] if name not in lowered]
     if missing:
         raise ReplayDataError(
             f"{path}: no {', '.join(missing)} column (its columns: {listed(names)})"
         )
-    twice = [lowered[name] for name in PRICE_COLUMNS if len(lowered[name]) > 1]
+    twice = [lowered[name] for name in (*PRICE_COLUMNS, *ADJUSTED_CLOSE_COLUMNS)
+             if len(lowered.get(name, ())) > 1]  # fmt: skip
     if twice:
         raise ReplayDataError(f"{path}: columns {listed(twice[0])} differ only in case")
-    chosen = [lowered[name][0] for name in PRICE_COLUMNS]
+    chosen = [lowered[name][0] for name in PRICE_COLUMNS if name in lowered]
     quote = next((lowered[n][0] for n in QUOTE_VOLUME_COLUMNS if n in lowered), None)
     chosen += [quote] if quote is not None else []
-    ignored = tuple(n for n in names if n not in chosen and n not in time_names)
-    return [_numbers(table, name, path) for name in chosen], ignored
+    adjusted = next((lowered[n][0] for n in ADJUSTED_CLOSE_COLUMNS if n in lowered), None)
+    used = [*chosen, *([adjusted] if adjusted is not None else [])]
+    ignored = tuple(n for n in names if n not in used and n not in time_names)
+    values = [_numbers(table, name, path) for name in chosen]
+    known = "volume" in lowered
+    if not known:  # 0, as Kronos's reference fills a missing volume; the report says unknown
+        values.insert(4, pa.array(np.zeros(table.num_rows)))
+    return ValueColumns(
+        values, ignored,
+        _numbers(table, adjusted, path) if adjusted is not None else None, adjusted, known,
+    )  # fmt: skip
 
 
 def _numbers(table: pa.Table, name: str, path: Path) -> pa.Array:

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from trader.domain import from_epoch_ms
+from trader.market.files.adjustment import Adjustment
+from trader.market.files.splits import SplitMove
 
 # start ms, open, high, low, close, volume, quote volume (None when the file has none)
 Row = tuple[int, float, float, float, float, float, float | None]
@@ -31,6 +33,17 @@ class Conflict:
 
 
 @dataclass(frozen=True)
+class Picked:
+    """The instrument whose rows were read: the file's column naming instruments, the value
+    kept, and the rows of other instruments left out."""
+
+    column: str
+    value: str
+    other_rows: int = 0
+    other_values: int = 0
+
+
+@dataclass(frozen=True)
 class FileReport:
     """How a file was read. `time_column_found`: "named", "first column" (unnamed), "pandas
     index" (Parquet's __index_level_0__) or "given";
@@ -50,6 +63,10 @@ class FileReport:
     identical_duplicates: int = 0
     conflicting_duplicates: int = 0
     first_conflict: Conflict | None = None
+    adjustment: Adjustment | None = None  # what was done with an adjusted close, if any
+    volume_known: bool = True  # False: no volume column (an index): volumes read as 0
+    splits: tuple[SplitMove, ...] = ()  # one-bar moves like a split in the prices traded
+    instrument: Picked | None = None  # rows_read counts its rows alone
 
     @property
     def rows_kept(self) -> int:
@@ -68,10 +85,19 @@ class FileReport:
     def notes(self) -> list[str]:
         """What a reader of the data should know; nothing for a clean file with zoned times."""
         notes = [] if self.zone in _QUIET_ZONES else [self.zone]
+        if (picked := self.instrument) is not None:
+            others = picked.other_values
+            left = f", {picked.other_rows} rows of {others} others left out" if others else ""
+            notes.append(f"rows of {picked.value} (column {shown(picked.column)}){left}")
         if self.date_order in ("month-first", "day-first"):
             notes.append(f"dates read {self.date_order}, as the file's values show")
         if self.ignored_columns:
             notes.append(f"ignored columns: {', '.join(map(shown, self.ignored_columns))}")
+        if self.adjustment is not None:
+            notes.append(self.adjustment.note())
+        if not self.volume_known:
+            notes.append("no volume column: volume unknown (0 in the bars read)")
+        notes += [f"{split.day}: {split.describe()}" for split in self.splits]
         if self.reversed:
             notes.append("newest-first rows reversed")
         if self.moved_rows:
@@ -101,10 +127,14 @@ class FileReport:
             "zone": self.zone,
             "date_order": self.date_order,
             "ignored_columns": list(self.ignored_columns),
+            "instrument": self.instrument.value if self.instrument else None,
             "reversed": self.reversed,
             "moved_rows": self.moved_rows,
             "identical_duplicates": self.identical_duplicates,
             "conflicting_duplicates": self.conflicting_duplicates,
+            "prices": self.adjustment.prices if self.adjustment else "as written",
+            "volume_known": self.volume_known,
+            "splits": [f"{split.day} {split.name}" for split in self.splits],
             "notes": self.notes(),
         }
 

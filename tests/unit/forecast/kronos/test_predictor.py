@@ -9,10 +9,14 @@ import numpy as np
 import pytest
 import torch
 
+from tests.recorded import VIX_1D_NO_VOLUME
 from tests.unit.forecast.kronos import builders
+from trader.domain import Bar
 from trader.forecast.kronos import inputs, predictor
 from trader.forecast.kronos.sampling import Sampling
 from trader.forecast.protocol import ForecastRequest
+from trader.market.hygiene import parse_rows
+from trader.market.replay import read_recording
 
 LEVELS = (0.1, 0.5, 0.9)
 
@@ -163,3 +167,15 @@ def test_time_features_are_those_of_the_bar_open_times_and_the_bars_to_come():
     assert window.stamps.tolist() == [[0, 23, 3, 29, 2], [0, 0, 4, 1, 3]]
     assert window.future.tolist() == [[0, 1, 4, 1, 3], [0, 2, 4, 1, 3]]
     assert bars[-1].start + timedelta(hours=1) == datetime(2024, 3, 1, 1, tzinfo=UTC)
+
+
+def test_a_file_without_volume_gives_kronos_volume_and_amount_0_as_its_reference_fills_them():
+    # The reference predictor (shiyu-coder/Kronos, model/kronos.py, KronosPredictor.predict)
+    # fills a frame without a volume column with volume 0.0 and amount 0.0. The VIX index
+    # (tests/data, vega-datasets) has no volume: its bars reach Kronos the same way.
+    vix = read_recording(VIX_1D_NO_VOLUME, "VIX/USD")
+    bars = [b for b in parse_rows(vix.rows, vix.symbol, vix.timeframe) if isinstance(b, Bar)]
+    values = inputs.bar_values(bars)
+    assert len(values) == 44
+    assert not values[:, 4:].any()
+    assert values[:, 3].tolist() == [np.float32(b.close) for b in bars]
