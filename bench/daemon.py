@@ -202,7 +202,10 @@ def measure_month(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
     command = [TRADER, "run", "--replay", str(tmp / "SOLUSDT_1h.csv"), str(tmp / "BTCUSDT_1h.csv")]
     began = time.perf_counter()
-    process = subprocess.Popen(command, env=env, cwd=tmp, stderr=subprocess.PIPE, text=True)
+    # Its closing verdict (skipped ticks) goes to our stderr: our stdout is the JSON report.
+    process = subprocess.Popen(
+        command, env=env, cwd=tmp, stdout=sys.stderr, stderr=subprocess.PIPE, text=True
+    )
     samples: list[tuple[int, float]] = []
     while process.poll() is None:
         ticks = booked(ledger)

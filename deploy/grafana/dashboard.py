@@ -67,7 +67,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).mappings(value_map(("0", "DOWN", RED), ("1", "UP", GREEN))),
         stat(
             "Trading state",
-            "ACTIVE; REDUCING (drawdown limit: reduce-only until the next UTC day); HALTED "
+            "ACTIVE; REDUCING (drawdown limit: reduce-only until resumed); HALTED "
             "(daily loss, reconciliation or ledger failure: until resumed).",
             f"max({TRADING_STATE})",
         ).mappings(TRADING_STATE_MAP),
@@ -84,7 +84,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).decimals(2),
         stat(
             "Drawdown",
-            "Drawdown from today's peak equity; risk.max_drawdown (default 10%) switches to "
+            "Drawdown from the running equity peak; risk.max_drawdown (default 10%) switches to "
             "REDUCING.",
             f"max({sel('trader_drawdown_ratio')})",
             thresholds=[(0.08, AMBER), (0.1, RED)],
@@ -136,7 +136,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ),
         stat(
             "Daily loss of limit",
-            "Loss since the UTC day began as a share of risk.max_daily_loss: at 100% trading "
+            "Loss since the risk day began as a share of risk.max_daily_loss: at 100% trading "
             "is HALTED until resumed.",
             f"max({sel('trader_daily_loss_ratio')}) / "
             f"max({sel('trader_risk_limit_ratio', match('limit', 'daily_loss'))})",
@@ -344,7 +344,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).span(8),
         timeseries(
             "Equity and drawdown",
-            "Equity (left axis) and drawdown from today's peak (right axis).",
+            "Equity (left axis) and drawdown from the running peak (right axis).",
             query(f"sum({sel('trader_equity')})", "equity"),
             query(f"max({sel('trader_drawdown_ratio')})", "drawdown"),
         )
@@ -357,8 +357,8 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).mappings(TRADING_STATE_MAP),
         timeseries(
             "Risk against its limits",
-            "Drawdown from today's peak against risk.max_drawdown (REDUCING past it), and the "
-            "loss since the UTC day began against risk.max_daily_loss (HALTED past it).",
+            "Drawdown from the running peak against risk.max_drawdown (REDUCING past it), and the "
+            "loss since the risk day began against risk.max_daily_loss (HALTED past it).",
             query(f"max({sel('trader_drawdown_ratio')})", "drawdown"),
             query(
                 f"max({sel('trader_risk_limit_ratio', match('limit', 'max_drawdown'))})",

@@ -123,3 +123,20 @@ def test_a_backtest_takes_its_now_from_the_reading_options(capsys):
     )
     with pytest.raises(AssertionError, match="refused before the settings"):
         run_backtest_command(later, never)  # read: the last bar is one bar after now
+
+
+def test_a_grid_worker_reads_each_ticker_of_one_file_again_alone():
+    # A spawned worker (or a Ray task) reads its recording again: with the whole run's
+    # --ticker IBM --ticker FB it would be asked for two instruments under one symbol.
+    from trader.backtest.trials import reading_of  # noqa: PLC0415 - pyarrow
+    from trader.market.files.options import ReadOptions  # noqa: PLC0415
+    from trader.market.replay import read_recordings  # noqa: PLC0415
+
+    reading = ReadOptions(tickers=("IBM", "FB"))
+    recordings = read_recordings([STOCKS_5_TICKERS_1D], None, reading)
+    assert [r.symbol for r in recordings] == ["IBM/USD", "FB/USD"]
+    for recording in recordings:
+        own = reading_of(recording, reading)
+        (again,) = read_recordings([STOCKS_5_TICKERS_1D], [recording.symbol], own)
+        assert again.rows == recording.rows
+    assert reading_of(recordings[0], ReadOptions()) == ReadOptions()

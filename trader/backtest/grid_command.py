@@ -28,7 +28,7 @@ from trader.backtest.grid_report import METRICS, Metric, ranked, terminal, write
 from trader.backtest.grid_runner import RayUnavailable, ray_module, run_jobs
 from trader.backtest.prepare import WHOLE, Period, forecast_all, prepare
 from trader.backtest.side_by_side import ChildFailed
-from trader.backtest.trials import SHARED_KEPT, TrialResult, reading_key, share
+from trader.backtest.trials import SHARED_KEPT, TrialResult, reading_key, reading_of, share
 from trader.backtest.walk_forward import Fold, WalkForwardError, folds, parse_spec
 from trader.backtest.walk_forward_report import walk_forward_summary, write_walk_forward
 from trader.config.schema import Settings
@@ -171,7 +171,7 @@ def _execute(
             trial,
             trial_settings(settings, trial, dict(trial.params)),
             files[trial.symbol].path.resolve(),
-            reading,
+            reading_of(files[trial.symbol], reading),
             folder / trial.name if folder else None,
             settings.log,
         )
@@ -212,7 +212,7 @@ def _warm(
         models: list[Forecaster] | None = None
         for symbol, recording in files.items():
             if period is not None and kept < SHARED_KEPT:
-                share(trial, recording, reading, period)
+                share(trial, recording, reading_of(recording, reading), period)
                 kept += 1
                 continue
             models = models or forecasters_for(trial)

@@ -14,7 +14,7 @@ import shutil
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -206,6 +206,15 @@ def _recording(path: Path, symbol: str, reading: ReadOptions) -> Recording:
 def is_shared(job: TrialJob) -> bool:
     """Whether this process holds what `job`'s run reads."""
     return _Source.of(job).key() in _SHARED.entries
+
+
+def reading_of(recording: Recording, reading: ReadOptions) -> ReadOptions:
+    """How a worker reads `recording` again: the run's options, with its own instrument alone
+    when the run picked several from one file (`--ticker IBM --ticker FB`)."""
+    picked = recording.report.instrument if recording.report is not None else None
+    if picked is None or not reading.tickers:
+        return reading
+    return replace(reading, tickers=(picked.value,))
 
 
 def share(settings: Settings, recording: Recording, reading: ReadOptions, period: Period) -> None:

@@ -116,4 +116,11 @@ class FinetuneSettings(Section):
             raise ValueError("min_learning_rate is above learning_rate")
         if self.validation_fraction + self.test_fraction >= 0.8:
             raise ValueError("validation_fraction + test_fraction leave too little to train on")
+        if self.context < self.horizon + 8:
+            # The evaluation's naive reference (the baseline's quantiles of past k-bar moves)
+            # needs the horizon and 8 more bars of context: refused now, not after training.
+            raise ValueError(
+                f"context ({self.context}) must hold the horizon ({self.horizon}) and 8 more "
+                "bars: the evaluation's naive reference is made from the past moves in it"
+            )
         return self

@@ -1,6 +1,8 @@
-"""The verdict of a run: the base model, the fine-tuned model and the naive no-change forecast,
-scored on the same windows of the held-out test tail, each model loaded from its folder the
-way `trader forecast` loads weights (so the written checkpoint is proven to load).
+"""The verdict of a run: the base model, the fine-tuned model and the naive forecast (the random
+walk with the empirical quantiles of the past moves, `forecast.naive_window`: the baseline's
+construction, as `trader evaluate` and the backtest judge skill), scored on the same windows
+of the held-out test tail, each model loaded from its folder the way `trader forecast` loads
+weights (so the written checkpoint is proven to load).
 
 Nothing is copied over the serving weights: the summary says whether fine-tuning helped, and
 pointing `forecast.weights_dir` at the new weights is the operator's decision.
@@ -18,6 +20,7 @@ from numpy.typing import NDArray
 
 from trader.config.finetune_settings import FinetuneSettings
 from trader.config.forecast_settings import ForecastSettings
+from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.build import build_forecaster
 from trader.forecast.device import DeviceChoice
 from trader.forecast.protocol import ForecastRequest
@@ -31,8 +34,10 @@ LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
 ESTIMATOR = (
     "trader.skill on returns of the close relative to the context's last close: CRPS by "
     "scoringrules' quantile (pinball) approximation over levels 0.05..0.95; skill = 1 - "
-    "CRPS / CRPS of the naive no-change forecast; MASE = MAE of the median / MAE of the "
-    "naive forecast; coverage of the central intervals"
+    "CRPS / CRPS of the naive random walk with the empirical quantiles of the past moves "
+    "(forecast.naive_window bars of the context); skill_no_change against the no-change "
+    "point; MASE = MAE of the median / MAE of the no-change forecast; coverage of the "
+    "central intervals"
 )
 
 
@@ -62,8 +67,8 @@ class Evaluation:
         return (
             f"fine-tuning {change}: CRPS {self._crps('finetuned'):.6g} fine-tuned against "
             f"{self._crps('base'):.6g} for the base on {self.windows} held-out test windows; "
-            f"the fine-tuned model {naive_part} the naive no-change forecast "
-            f"({self._crps('naive'):.6g})"
+            f"the fine-tuned model {naive_part} the naive random walk with the empirical "
+            f"quantiles of the past moves ({self._crps('naive'):.6g})"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -99,15 +104,22 @@ def evaluate(
     realised = as_returns(np.array(future, dtype=np.float64), last)
     used = _forecast_settings(forecast, settings)
 
-    def figures(path: Path, tokenizer: Path | None) -> Figures:
-        values = _forecast(base.model, path, tokenizer, requests, used, choice)
-        return score(LEVELS, as_returns(values, last), realised).figures()
+    # The naive reference from each window's own context: the baseline's code, so it is
+    # the same forecast `trader evaluate` and a backtest's report judge skill against.
+    lookback = min(forecast.naive_window, context - horizon)  # >= 8: FinetuneSettings
+    naive = as_returns(forecast_table(BaselineForecaster(lookback).forecast(requests)), last)
 
-    naive = np.zeros((*realised.shape, len(LEVELS)))
+    def figures(values: NDArray[np.float64]) -> Figures:
+        return score(LEVELS, values, realised, reference=naive).figures()
+
+    def model(path: Path, tokenizer: Path | None) -> Figures:
+        values = _forecast(base.model, path, tokenizer, requests, used, choice)
+        return figures(as_returns(values, last))
+
     scores = {
-        "base": figures(base.path, base.tokenizer),
-        "finetuned": figures(weights, None),
-        "naive": score(LEVELS, naive, realised).figures(),
+        "base": model(base.path, base.tokenizer),
+        "finetuned": model(weights, None),
+        "naive": figures(naive),
     }
     return Evaluation(scores, len(requests), horizon, context)
 

@@ -122,3 +122,10 @@ def test_split_boundaries_follow_the_shares_of_bar_times(tmp_path):
     assert split.validation_start_ms == series[0].starts_ms[700]
     assert split.test_start_ms == series[0].starts_ms[900]
     assert split.train_end_ms == series[0].starts_ms[695]
+
+
+def test_a_context_too_short_for_the_naive_reference_is_refused_before_training():
+    # The evaluation scores against the baseline's quantiles of past moves: horizon + 8 bars.
+    with pytest.raises(ValueError, match=r"context \(20\) must hold the horizon \(16\) and 8"):
+        FinetuneSettings(context=20, horizon=16)
+    assert FinetuneSettings(context=24, horizon=16).context == 24
