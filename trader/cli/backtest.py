@@ -38,7 +38,13 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "(default: from its name, e.g. SOLUSDT_1h.csv or AAPL_USD_1d.csv, or its Ticker column)",
     )  # fmt: skip
     add("--model", choices=["toto", "toto2", "kronos", "baseline"], help="default: forecast.model")
-    add("--strategy", nargs="+", choices=STRATEGIES, help="default: backtest.strategies")
+    add(
+        "--strategy",
+        nargs="+",
+        action="extend",
+        choices=STRATEGIES,
+        help="one or more, or repeated (default: backtest.strategies)",
+    )
     add("--from", dest="begin", type=utc_date, metavar="D", help="first tick, UTC date or time")
     add("--to", dest="end", type=utc_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
