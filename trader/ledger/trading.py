@@ -254,7 +254,7 @@ class TradingLedger:
         """`commit_tick` for ticks that moved no order and no money (a backtest's quiet
         stretch), in one transaction: the market read as far as `cursor`, each tick's
         record, and a change of the trading state at the last of them."""
-        states = [self._state_row(record) for record in records]
+        states = [self._state_row(records[-1])]  # the row is kept in place: the last tick's
 
         def write(c: Statements) -> None:
             c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
@@ -324,7 +324,7 @@ def _write_tick(c: Statements, record: TickRecord, state: tuple[object, ...]) ->
 def _write_ticks(
     c: Statements, records: Sequence[TickRecord], states: Sequence[tuple[object, ...]]
 ) -> None:
-    """The ticks' rows, table by table; `states`: each tick's trading state row."""
+    """The ticks' rows, table by table; `states`: trading state rows, the last kept."""
     dated = [(time_text(record.at), record) for record in records]
     c.executemany(
         "INSERT OR REPLACE INTO forecasts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
@@ -101,6 +101,7 @@ class RiskEngine:
         self.day = day
         self.opening = opening
         self._zone = ZoneInfo(settings.day_zone)
+        self._utc_days = settings.day_zone == "UTC" and settings.day_rolls_at == time(0)
         self._sent: deque[datetime] = deque()
 
     @property
@@ -192,6 +193,8 @@ class RiskEngine:
     def day_of(self, at: datetime) -> date:
         """The risk day `at` falls in: its date in `risk.day_zone`, the day ending at
         `risk.day_rolls_at` there."""
+        if self._utc_days and at.tzinfo is UTC:
+            return at.date()  # the default, and every tick's time: no conversion
         local = at.astimezone(self._zone)
         rolls = self.settings.day_rolls_at
         passed = timedelta(hours=rolls.hour, minutes=rolls.minute, seconds=rolls.second)
