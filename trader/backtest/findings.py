@@ -16,6 +16,7 @@ from trader.backtest.corporate_actions import split_findings
 from trader.backtest.no_trade import Activity, why_no_trade
 from trader.backtest.run import Backtest
 from trader.backtest.skip_verdict import by_count
+from trader.risk.engine import DAILY_LOSS, DRAWDOWN
 
 _HALT_MEANING = {
     "stop": "no order for the rest of the run: what it held, it held to the end",
@@ -117,10 +118,10 @@ def _halts(result: Backtest) -> list[Finding]:
         if not stops:
             continue
         first = stops[0]
-        loss_limit = [c for c in stops if c.reason.startswith("daily loss")]
+        loss_limit = [c for c in stops if c.reason.startswith(DAILY_LOSS)]
         meaning = (
             _HALT_MEANING[policy]
-            if first.reason.startswith("daily loss")
+            if first.reason.startswith(DAILY_LOSS)
             else _state_meaning(first.state, first.reason, policy)
         )
         found.append(Finding(
@@ -132,9 +133,9 @@ def _halts(result: Backtest) -> list[Finding]:
 
 
 def _state_meaning(state: str, reason: str, policy: str) -> str:
-    if reason.startswith("drawdown") and policy == "stop":
+    if reason.startswith(DRAWDOWN) and policy == "stop":
         return "only orders that shrink a position for the rest of the run"
-    if reason.startswith("drawdown"):
+    if reason.startswith(DRAWDOWN):
         return (
             "only orders that shrink a position until the next day, then trading resumed with "
             "the drawdown measured from that day's start"

@@ -90,34 +90,21 @@ class CachedForecaster:
     def naive_references(self, forecasts: Sequence[Forecast], window: int) -> list[Forecast]:
         """The naive reference from each forecast's origin: the baseline forecaster's code with
         lookback `window`, on the window the forecast was made from (a baseline at that
-        lookback is its own reference). Cached beside the model's forecasts, under the
-        baseline's own key: a rerun, or a baseline run at that lookback, finds them there."""
+        lookback is its own reference), computed ahead and cached like any model's forecasts:
+        a rerun, or a baseline run at that lookback, finds them there."""
         if isinstance(self.model, BaselineForecaster) and self.model.lookback == window:
             return list(forecasts)
-        naive = BaselineForecaster(window)
+        origins: dict[str, list[int]] = {}
+        for f in forecasts:
+            origins.setdefault(f.symbol, []).append(to_epoch_ms(f.as_of))
         made = self.use.description
-        description = describe_model(
-            naive, horizon=made["horizon"], quantiles=made["quantiles"],
-            context=made["context"], batch=made["batch"],
+        naive = forecast_ahead(
+            BaselineForecaster(window), self.windows, origins, self.cache,
+            horizon=made["horizon"], quantiles=made["quantiles"], context=made["context"],
+            batch=made["batch"], progress=False,
         )  # fmt: skip
-        key = model_key(description)
-        self.cache.remember_model(key, description)
-        origins = [self.windows[f.symbol].by_end[to_epoch_ms(f.as_of)] for f in forecasts]
-        keys = [entry_key(key, origin.key) for origin in origins]
-        rows = self.cache.rows(keys)
-        missing = [i for i, k in enumerate(keys) if k not in rows]
-        computed = naive.forecast([
-            self.windows[forecasts[i].symbol].request(origins[i], forecasts[i].steps,
-                                                      forecasts[i].levels)
-            for i in missing
-        ]) if missing else []  # fmt: skip
-        self.cache.put((keys[i], f) for i, f in zip(missing, computed, strict=True))
-        fresh = dict(zip(missing, computed, strict=True))
-        return [
-            fresh[i] if i in fresh
-            else read_forecast(rows[k], self.windows[forecasts[i].symbol].timeframe, check=False)
-            for i, k in enumerate(keys)
-        ]  # fmt: skip
+        found = [naive.cached(f.symbol, to_epoch_ms(f.as_of)) for f in forecasts]
+        return [f for f in found if f is not None]
 
     @property
     def mode(self) -> str:

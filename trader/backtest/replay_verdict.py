@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import TextIO
 
 from trader.backtest.simulate import read_run
-from trader.backtest.skip_verdict import SETTING, SkipVerdict
+from trader.backtest.skip_verdict import ACCEPT, SETTING, SkipVerdict
 from trader.exit_codes import EX_FAILED, EX_OK
 from trader.logging import get_logger
-
-ACCEPT = "--allow-skips"
 
 
 def read_verdict(ledger: Path, symbols: Sequence[str], limit: float) -> SkipVerdict:
@@ -27,8 +25,7 @@ def read_verdict(ledger: Path, symbols: Sequence[str], limit: float) -> SkipVerd
 def end_replay(verdict: SkipVerdict, *, accepted: bool, out: TextIO) -> int:
     """Say the verdict on `out` (the command's first lines of output: its log goes to stderr),
     and in the log when it fails the run; the exit status."""
-    out.write(verdict.heading("trader run --replay", ACCEPT, accepted) + "\n")
-    out.writelines(f"  {line}\n" for line in verdict.lines())
+    out.write(verdict.text("trader run --replay", ACCEPT, accepted))
     if not verdict.fails:
         return EX_OK  # the daemon's last line stays its own "stopped"
     get_logger("trader.replay").error(

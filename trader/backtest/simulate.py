@@ -64,7 +64,8 @@ class StrategyRun:
     # Per symbol: its skipped ticks by reason, and the first tick it was ready to trade.
     skipped_by_symbol: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     first_ready: Mapping[str, int] = field(default_factory=dict)  # epoch ms
-    # Decisions to hold no position, by the reason's kind (`no_trade.reason_kind`).
+    # Decisions to hold no position, by the reason's kind (`no_trade.reason_kind`); read
+    # only for a run that never filled, the one whose findings say why.
     flat_reasons: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -164,7 +165,8 @@ async def read_run(
     try:
         fills = await TradingLedger(database).fills()
         starting_cash, decisions, orders, states = await database.run(_read_books)
-        flat = await database.run(_flat_reasons)
+        # Read for what a run with no fill says (`findings`): a scan of every decision.
+        flat = await database.run(_flat_reasons) if not fills else Counter[str]()
         if series is None:
             series = await database.run(lambda c: _read_series(c, symbols))
     finally:

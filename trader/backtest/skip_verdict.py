@@ -8,15 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 SETTING = "backtest.max_skipped_share"
-
-
-def largest_first(counts: Mapping[str, int]) -> list[tuple[str, int]]:
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+ACCEPT = "--allow-skips"  # the option that accepts a run over it
 
 
 def by_count(counts: Mapping[str, int]) -> str:
     """`gap 1,200, stale_bars 3`: the largest first."""
-    return ", ".join(f"{name} {n:,}" for name, n in largest_first(counts))
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} {n:,}" for name, n in ordered)
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,11 @@ class SkipVerdict:
                 line += f" - more than {SETTING} ({self.limit:.0%})"
             said.append(line)
         return said
+
+    def text(self, command: str, option: str, accepted: bool) -> str:
+        """The heading and a line a symbol, as a command's output says them."""
+        lines = [self.heading(command, option, accepted), *(f"  {x}" for x in self.lines())]
+        return "\n".join(lines) + "\n"
 
     def heading(self, command: str, option: str, accepted: bool) -> str:
         """The verdict before the lines: what the run's exit says, and how to accept it."""

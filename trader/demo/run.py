@@ -206,7 +206,7 @@ def _progress(ledger: Path) -> tuple[int, str, str]:
 
 
 def _report(options: DemoOptions, files: DemoFiles, seconds: float, out: TextIO) -> int:
-    from trader.backtest.skip_verdict import SkipVerdict  # noqa: PLC0415
+    from trader.backtest.skip_verdict import ACCEPT, SkipVerdict  # noqa: PLC0415
     from trader.config.backtest_settings import BacktestSettings  # noqa: PLC0415
     from trader.demo.summary import read_summary  # noqa: PLC0415 - numpy
 
@@ -217,8 +217,7 @@ def _report(options: DemoOptions, files: DemoFiles, seconds: float, out: TextIO)
     skips = SkipVerdict(
         summary.ticks, {SYMBOL: summary.skipped}, BacktestSettings().max_skipped_share
     )
-    out.write("\n" + skips.heading("trader demo", "--allow-skips", options.allow_skips) + "\n")
-    out.writelines(f"  {line}\n" for line in skips.lines())
+    out.write("\n" + skips.text("trader demo", ACCEPT, options.allow_skips))
     problems = []
     if summary.ticks < options.ticks:
         problems.append(f"the daemon booked {summary.ticks} of the {options.ticks} ticks asked for")
