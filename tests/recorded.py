@@ -29,6 +29,10 @@ STOCKS_5_TICKERS_1D = RECORDED / "stocks_5_tickers_1d.csv.gz"
 VIX_1D_NO_VOLUME = RECORDED / "VIX_1d_2009_no_volume.csv.gz"
 # What the published Kronos-small produced for the first 256 / 512 bars of XSHG_600977_5MIN.
 KRONOS_REGRESSION = RECORDED / "kronos_regression"
+# The messages of Alpaca's trade-updates stream, as its "Websocket Streaming" page shows them.
+ALPACA_TRADE_UPDATES = RECORDED / "alpaca" / "recorded" / "trade_updates_stream.json"
+# Alpaca's recorded answers (alpaca-py 0.44's fixtures, Alpaca's docs): alpaca/recorded/README.md.
+ALPACA_RECORDED = RECORDED / "alpaca" / "recorded"
 
 
 def lines(path: Path = SOLUSDT_1H, rows: int | None = None) -> list[str]:

@@ -161,7 +161,11 @@ async def build_engine(
         settings=settings,
         market=market,
         forecasters=forecasters if forecasters is not None else forecasters_for(settings),
-        strategies=strategies_for(settings.strategy, settings.market.symbols),
+        strategies=strategies_for(
+            settings.strategy,
+            settings.market.symbols,
+            both_sides=settings.exchange.rests_both_sides,
+        ),
         risk=risk,
         broker=broker,
         ledger=ledger,

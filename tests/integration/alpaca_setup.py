@@ -4,7 +4,8 @@ SOL/USDT path (and a scaled BTC/USDT), listed as Alpaca crypto pairs."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from decimal import Decimal
 
@@ -17,7 +18,7 @@ from trader.config.alpaca_settings import AlpacaSettings
 from trader.config.market_settings import ExchangeSettings
 from trader.config.trading_settings import BrokerSettings
 from trader.emulator import EmulatorServer
-from trader.emulator.venue import Fees
+from trader.emulator.alpaca_fees import crypto_fees
 from trader.emulator.venue import Venue as TradingVenue
 from trader.market.alpaca.feed import AlpacaMarketData, alpaca_exchange
 from trader.market.retry import RetryPolicy
@@ -38,10 +39,14 @@ async def alpaca_live(
     timeout_s: float = 0.5,
     start_index: int = 600,
     pause_s: float = 0.5,
+    monotonic: Callable[[], float] = time.monotonic,
     **broker: object,
 ) -> AsyncIterator[Live]:
+    """`monotonic`: the live broker's clock of pauses and lost-order windows."""
     market = venue(start_index=start_index)
-    trading = TradingVenue(market.market, Fees(), liquidity_share, unique_client_ids=True)
+    # Alpaca's first crypto fee tier (alpaca_fees): the adapter's estimate of each fill's fee.
+    trading = TradingVenue(market.market, crypto_fees(tier=1), liquidity_share,
+                           unique_client_ids=True)  # fmt: skip
     # USDT-quoted pairs spend a USDT position; USD is the account's cash.
     trading.open_account(KEY, {"USD": Decimal(0), "USDT": cash, "SOL": Decimal(0),
                                "BTC": Decimal(0)})  # fmt: skip
@@ -51,7 +56,7 @@ async def alpaca_live(
     feed = AlpacaMarketData(exchange, market.clock, {}, retry=FAST_RETRY)
     settings = BrokerSettings(**({"recv_window_ms": 1000} | broker))  # type: ignore[arg-type]
     fast = RetryPolicy(attempts=4, base_delay_s=0.01, max_delay_s=pause_s)
-    live_broker = LiveBroker(exchange, settings, {}, retry=fast)
+    live_broker = LiveBroker(exchange, settings, {}, retry=fast, monotonic=monotonic)
     try:
         await feed.start(list(SYMBOLS))
         instruments = {s: feed.instrument(s) for s in SYMBOLS}

@@ -10,12 +10,14 @@ and says so."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 import ccxt.async_support as ccxt
@@ -57,21 +59,29 @@ class Alpaca:
     venue: Venue
     server: EmulatorServer
     broker: LiveBroker
+    feed: AlpacaMarketData
+    errors: list[str]  # the market data's failed calls, by kind (as the metric counts them)
     legs: int = 0
 
-    def order(self, symbol: str, side: Side, amount: str) -> Order:
+    def order(self, symbol: str, side: Side, amount: str, limit: Decimal | None = None) -> Order:
         self.legs += 1
         return Order.create(
-            strategy="refusals", symbol=symbol, side=side, type=OrderType.MARKET,
-            amount=Decimal(amount), limit_price=None, tick_time=self.clock.now(),
+            strategy="refusals", symbol=symbol, side=side,
+            type=OrderType.MARKET if limit is None else OrderType.LIMIT,
+            amount=Decimal(amount), limit_price=limit, tick_time=self.clock.now(),
             leg=f"leg{self.legs}",
         )  # fmt: skip
 
-    async def submit(self, symbol: str, side: Side, amount: str) -> Execution:
+    def quote(self, symbol: str) -> Quote:
         book = self.venue.market.top_of_book(symbol.replace("/", ""))
         assert book is not None
-        quote = Quote(symbol, book[0], book[1], self.clock.now(), QuoteSource.REAL)
-        return await self.broker.submit(self.order(symbol, side, amount), quote, self.clock.now())
+        return Quote(symbol, book[0], book[1], self.clock.now(), QuoteSource.REAL)
+
+    async def submit(
+        self, symbol: str, side: Side, amount: str, limit: Decimal | None = None
+    ) -> Execution:
+        order = self.order(symbol, side, amount, limit)
+        return await self.broker.submit(order, self.quote(symbol), self.clock.now())
 
     def sent(self) -> int:
         """Orders that reached the venue (every POST /v2/orders)."""
@@ -83,11 +93,14 @@ def bars(path: Path, symbol: str, now: datetime, calendar: str = "continuous") -
     return restamped(recorded_bars(read_recording(path, symbol)), HOUR, 100, now, calendar)
 
 
-def listings(now: datetime) -> list[tuple[Instrument, list[Bar]]]:
-    """Three stocks on XNYS sessions (the recorded A-share's path) and a crypto pair."""
+def listings(now: datetime, lendable: bool = False) -> list[tuple[Instrument, list[Bar]]]:
+    """Three stocks on XNYS sessions (the recorded A-share's path) and a crypto pair;
+    `lendable`: Alpaca lends AAPL (shortable, easy to borrow)."""
     whole = {"step_size": Decimal(1), "min_qty": Decimal(1), "min_notional": Decimal(1)}
+    aapl = _instrument("AAPL/USD", stock=True)
+    aapl = replace(aapl, shortable=lendable, easy_to_borrow=lendable)
     return [
-        (_instrument("AAPL/USD", stock=True), bars(XSHG_600977_5MIN, "AAPL/USD", now, "XNYS")),
+        (aapl, bars(XSHG_600977_5MIN, "AAPL/USD", now, "XNYS")),
         (Instrument("BRKA/USD", **whole, asset_class="us_equity", fractionable=False),
          bars(XSHG_600977_5MIN, "BRKA/USD", now, "XNYS")),
         (Instrument("GME/USD", asset_class="us_equity", tradable=False),
@@ -97,27 +110,44 @@ def listings(now: datetime) -> list[tuple[Instrument, list[Bar]]]:
 
 
 @asynccontextmanager
-async def alpaca() -> AsyncIterator[Alpaca]:
+async def alpaca(
+    *,
+    account_type: Literal["margin", "cash"] = "margin",
+    extended_hours: Sequence[str] = (),
+    lendable: bool = False,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> AsyncIterator[Alpaca]:
+    """Alpaca's paper margin account by default; `extended_hours`: the setting's stocks;
+    `lendable`: AAPL may be shorted; `monotonic`: the live broker's clock of lost-order
+    windows."""
     clock = SimulatedClock(MONDAY)
     market = EmulatedMarket(clock.now)
     venue = Venue(market, unique_client_ids=True)
-    for instrument, bars in listings(clock.now()):
+    for instrument, bars in listings(clock.now(), lendable):
         market.add_listing(instrument, bars)
         if instrument.asset_class == "us_equity":
             venue.fees_by_symbol[instrument.venue_id] = STOCK_FEES
     venue.open_account(KEY, {"USD": Decimal(10_000)})
     sessions = Sessions.of("XNYS", MONDAY - timedelta(days=60), MONDAY + timedelta(days=60))
     server = EmulatorServer(market, venue=venue, secrets={KEY: SECRET}, dialect="alpaca",
-                            sessions=sessions)  # fmt: skip
+                            sessions=sessions, account_type=account_type)  # fmt: skip
     await server.start()
-    exchange = alpaca_exchange(alpaca_settings(server.base_url, timeout_s=5), clock)
+    settings = alpaca_settings(server.base_url, timeout_s=5)
+    listed = settings.alpaca.model_copy(update={"extended_hours": list(extended_hours)})
+    settings = settings.model_copy(update={"alpaca": listed})
+    exchange = alpaca_exchange(settings, clock)
     calendars = {s: "XNYS" for s in SYMBOLS if s != "BTC/USD"}
-    feed = AlpacaMarketData(exchange, clock, calendars, retry=RetryPolicy(attempts=2))
+    errors: list[str] = []
+    feed = AlpacaMarketData(
+        exchange, clock, calendars, retry=RetryPolicy(attempts=2), on_error=errors.append
+    )
     try:
         await feed.start(list(SYMBOLS))
         instruments = {s: feed.instrument(s) for s in SYMBOLS}
-        broker = LiveBroker(exchange, BrokerSettings(), instruments, retry=RetryPolicy(attempts=2))
-        yield Alpaca(clock, venue, server, broker)
+        retry = RetryPolicy(attempts=2, base_delay_s=0.01)
+        broker = LiveBroker(exchange, BrokerSettings(), instruments, retry=retry,
+                            monotonic=monotonic)  # fmt: skip
+        yield Alpaca(clock, venue, server, broker, feed, errors)
     finally:
         await feed.close()
         await server.stop()

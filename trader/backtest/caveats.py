@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trader.config.market_settings import ExchangeSettings
 from trader.market.replay import Recording
 
 VOLUME_UNKNOWN = (
@@ -22,4 +23,19 @@ def volume_caveats(recordings: Mapping[str, Recording]) -> list[str]:
         f"{symbol}: " + VOLUME_UNKNOWN.format(file=recording.path.name)
         for symbol, recording in recordings.items()
         if recording.report is not None and not recording.report.volume_known
+    ]
+
+
+def venue_notes(exchange: ExchangeSettings) -> list[str]:
+    """What the venue the run trades as forbids, where it changes the strategies' orders."""
+    if exchange.rests_both_sides:
+        return []
+    why = (
+        "exchange.venue = alpaca"
+        if exchange.resting_both_sides == "auto"
+        else "exchange.resting_both_sides = forbidden"
+    )
+    return [
+        f"resting both sides of a symbol is forbidden ({why}, as Alpaca's wash-trade check "
+        "refuses an order opposite a resting one): maxdiff rests one side at a time"
     ]

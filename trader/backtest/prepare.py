@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from trader.backtest.cache import ForecastCache
-from trader.backtest.caveats import volume_caveats
+from trader.backtest.caveats import venue_notes, volume_caveats
 from trader.backtest.forecasts import CachedForecaster, forecast_ahead
 from trader.backtest.stats import Annualisation
 from trader.backtest.windows import SymbolWindows
@@ -91,6 +91,7 @@ def prepare(
         for s, r in recordings.items()
     }
     notes = replay.explanations() + [n for r in recordings.values() for n in _file_notes(r, True)]
+    notes += venue_notes(settings.exchange)
     repaired = [r for r in recordings.values() if r.report and r.report.repaired]
     warnings = replay.warnings() + [n for r in repaired for n in _file_notes(r)]
     warnings += volume_caveats(recordings)

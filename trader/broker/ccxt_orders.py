@@ -93,7 +93,8 @@ def fill_from_trade(
     default_at: datetime,
     default_liquidity: Liquidity,
 ) -> Fill:
-    """A venue trade of `order` as a fill; its fee in whatever asset the venue charged."""
+    """A venue trade of `order` as a fill; its fee in whatever asset the venue charged, an
+    estimate where the venue posts it later (`fee.estimated`: Alpaca; never on ccxt's)."""
     fee = trade.get("fee") or {}
     cost = fee.get("cost")
     amount = _decimal(trade.get("amount"), "trade amount")
@@ -110,6 +111,7 @@ def fill_from_trade(
         fee_currency=currency_code(fee.get("currency")) if cost else _quote(order.symbol),
         liquidity=Liquidity(maker) if maker in {"maker", "taker"} else default_liquidity,
         at=from_epoch_ms(int(stamp)) if isinstance(stamp, int | float) else default_at,
+        fee_estimated=fee.get("estimated") is True,
     )
 
 

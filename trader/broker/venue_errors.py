@@ -17,7 +17,7 @@ import ccxt.async_support as ccxt
 
 from trader.broker.protocol import BrokerHalt
 
-__all__ = ["BrokerHalt", "Classified", "Meaning", "classify"]
+__all__ = ["BrokerHalt", "Classified", "Meaning", "classify", "credentials_hint"]
 
 
 _URL = re.compile(r"\w+://\S+")
@@ -73,12 +73,30 @@ _TABLE: tuple[tuple[_Kinds, Meaning, str, bool], ...] = (
 )  # fmt: skip
 
 
+# Alpaca refuses an order opposite to one of ours resting on the same symbol (HTTP 422 42210000;
+# 403 when the resting one is a short sale): a rejection of its own kind, so that it is counted
+# apart from other invalid orders.
+_WASH_TRADE = ("potential wash trade", "while a short sell order is open",
+               "while a long sell order is open")  # fmt: skip
+
+
 def classify(error: BaseException) -> Classified:
     detail = _detail(error)
     # Binance answers a reused open client id with -2010, which ccxt maps to InvalidOrder.
     if "Duplicate order sent" in str(error):
         return Classified(Meaning.EXISTS, "duplicate_id", detail)
+    if isinstance(error, ccxt.InvalidOrder) and any(w in str(error) for w in _WASH_TRADE):
+        return Classified(Meaning.REJECTED, "wash_trade", detail)
     for kinds, meaning, label, pause in _TABLE:
         if isinstance(error, kinds):
             return Classified(meaning, label, detail, pause)
     return Classified(Meaning.UNKNOWN, "error", type(error).__name__)
+
+
+def credentials_hint(exchange: object) -> str:
+    """Where the venue's keys are set, for a message about refused credentials: the venue
+    names its own settings (`credential_settings`, Alpaca's), else ccxt's exchange.api_key."""
+    named = getattr(exchange, "credential_settings", None)
+    if named:
+        return f"{' and '.join(named)} (and that they are the keys of this environment)"
+    return "exchange.api_key, exchange.api_secret and the key's permissions (spot trading)"

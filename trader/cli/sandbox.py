@@ -67,6 +67,16 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "AAPL/USD=XNYS (its bars are laid on them); others are crypto pairs",
     )  # fmt: skip
     parser.add_argument(
+        "--data-plan", choices=["plus", "free"], default="plus",
+        help="alpaca: the account's market data plan: plus (Algo Trader Plus: IEX and SIP) or "
+        "free (IEX; SIP refused for the last 15 minutes, as Alpaca refuses it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--iex-sparsity", type=float, default=None, metavar="SHARE",
+        help="alpaca: the share of minutes with no IEX trade, left out of feed=iex bars "
+        "(default 0.3, a mid-cap's; 0: complete)",
+    )  # fmt: skip
+    parser.add_argument(
         "--warmup", type=int, default=600, help="bars already closed at the start (default 600)"
     )
     parser.add_argument("--host", default="127.0.0.1", help="listen address (default loopback)")
@@ -88,6 +98,7 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio  # noqa: PLC0415 - loads in 50 ms: not for --help
 
+    from trader.emulator.alpaca_feeds import DEFAULT_IEX_SPARSITY, DataPlan  # noqa: PLC0415
     from trader.emulator.sandbox import SandboxSettings, serve_sandbox  # noqa: PLC0415 - aiohttp
     from trader.market.replay import ReplayDataError, read_recording  # noqa: PLC0415
 
@@ -98,10 +109,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.bar_seconds > 0 or args.warmup < 1:
         sys.stderr.write("trader sandbox: --bar-seconds must be positive, --warmup at least 1\n")
         return EX_ARGUMENTS
-    if args.venue != "alpaca" and (args.start or args.calendar or args.timeframe or args.hold):
+    alpaca_only = (args.start, args.calendar, args.timeframe, args.hold,
+                   args.data_plan != "plus", args.iex_sparsity is not None)  # fmt: skip
+    if args.venue != "alpaca" and any(alpaca_only):
         sys.stderr.write(
-            "trader sandbox: --start, --hold, --calendar and --timeframe are Alpaca's\n"
+            "trader sandbox: --start, --hold, --calendar, --timeframe, --data-plan and "
+            "--iex-sparsity are Alpaca's\n"
         )
+        return EX_ARGUMENTS
+    sparsity = DEFAULT_IEX_SPARSITY if args.iex_sparsity is None else args.iex_sparsity
+    if not 0 <= sparsity < 1:
+        sys.stderr.write("trader sandbox: --iex-sparsity must be at least 0 and below 1\n")
         return EX_ARGUMENTS
     try:
         recordings = [
@@ -125,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         start=args.start,
         hold_s=max(0.0, args.hold),
         calendars=dict(args.calendar),
+        data_plan=DataPlan(free=args.data_plan == "free", iex_sparsity=sparsity),
     )
     return asyncio.run(serve_sandbox(settings, args.ready_file))
 

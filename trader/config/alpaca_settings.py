@@ -37,10 +37,24 @@ class AlpacaSettings(Section):
         description="stock market data: iex (free, one exchange) or sip (all US exchanges, "
         "needs a data subscription)",
     )
+    crypto_fee_tier: int = Field(
+        1,
+        ge=1,
+        le=8,
+        description="the account's crypto fee tier by 30-day volume (1: under $100k, 15 bps "
+        "maker / 25 bps taker); a crypto fill's fee is estimated by it until Alpaca posts the "
+        "fee at the end of the day",
+    )
     extended_hours: list[str] = Field(
         [],
         description="stocks that may trade in the pre- and after-market (limit orders only, "
         "day orders); any other stock gets no order while its market is closed",
+    )
+
+    trade_stream: bool = Field(
+        True,
+        description="hear fills and order changes at once on Alpaca's trade-updates stream; "
+        "polling each tick stays, and carries on alone while the stream is down",
     )
 
     def credentials(self) -> tuple[SecretStr | None, SecretStr | None]:

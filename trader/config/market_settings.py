@@ -72,8 +72,22 @@ class ExchangeSettings(Section):
     api_base_url: str | None = Field(
         None, description="send REST calls here instead (the local exchange emulator)"
     )
+    resting_both_sides: Literal["auto", "allowed", "forbidden"] = Field(
+        "auto",
+        description="may one symbol rest a buy and a sell order at once: auto (forbidden on "
+        "Alpaca, whose wash-trade check refuses an order opposite a resting one; allowed on "
+        "ccxt venues); forbidden makes maxdiff rest one side at a time, so a backtest run "
+        "with it trades as on Alpaca",
+    )
     alpaca: AlpacaSettings = AlpacaSettings()
     clock: VenueClockSettings = VenueClockSettings()
+
+    @property
+    def rests_both_sides(self) -> bool:
+        """Whether the venue lets one symbol rest both a buy and a sell."""
+        if self.resting_both_sides == "auto":
+            return self.venue != "alpaca"
+        return self.resting_both_sides == "allowed"
 
     @property
     def name(self) -> str:

@@ -79,8 +79,11 @@ class Controller:
     async def resume(self, by: str) -> str:
         if self.flattening is not None:
             self.flattening = None
+            settings = self.engine.settings
             self.engine.strategies = strategies_for(
-                self.engine.settings.strategy, self.engine.settings.market.symbols
+                settings.strategy,
+                settings.market.symbols,
+                both_sides=settings.exchange.rests_both_sides,
             )
         change = self.engine.risk.resume(f"resumed by {by}", self.clock.now())
         await self._record(change)

@@ -42,7 +42,9 @@ def apply_reload(engine: Engine, settings: Settings) -> None:
     """Swap in the strategy and risk settings; called between ticks (under the tick lock)."""
     engine.settings = settings
     engine.planner = Planner(settings.strategy, settings.risk)
-    engine.strategies = strategies_for(settings.strategy, settings.market.symbols)
+    engine.strategies = strategies_for(
+        settings.strategy, settings.market.symbols, both_sides=settings.exchange.rests_both_sides
+    )
     engine.risk.settings = settings.risk
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from trader.doctor.devices import DeviceFindings
-from trader.doctor.inference import InferenceSmoke
 from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
+
+if TYPE_CHECKING:  # torch: `trader doctor --venue` reads the verdict's form without it
+    from trader.doctor.devices import DeviceFindings
+    from trader.doctor.inference import InferenceSmoke
 
 EX_OK = 0
 EX_DEGRADED = 1  # works, but on the CPU although a GPU is present

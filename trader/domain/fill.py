@@ -21,7 +21,10 @@ class Liquidity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Fill:
-    """`fee` is in `fee_currency`; negative means a rebate. `fill_id` is unique per venue."""
+    """`fee` is in `fee_currency`; negative means a rebate. `fill_id` is unique per venue.
+    `fee_estimated`: the venue posts the fee later (Alpaca, at the end of the day); `fee` is
+    the estimate from the account's fee tier until the posting corrects it
+    (`trader.domain.fee_posting`)."""
 
     fill_id: str
     client_order_id: str
@@ -33,6 +36,7 @@ class Fill:
     fee_currency: str
     liquidity: Liquidity
     at: datetime
+    fee_estimated: bool = False
 
     def __post_init__(self) -> None:
         if not self.fill_id or not self.client_order_id:

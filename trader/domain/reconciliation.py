@@ -9,6 +9,10 @@ and a not-ok report halts trading until a person has looked.
 Balances are compared as changes since a baseline taken when the ledger's account was opened
 (`LedgerBook.baseline`): the daemon may trade with a part of the account (the capital cap),
 and the rest of it must not move either. Expected = baseline + what the ledger's fills moved.
+
+A venue that posts fees after the fills (Alpaca) leaves the ledger with estimates until then:
+a balance that differs by no more than the estimates still to be posted in that asset is
+explained (and says so); once they are posted, balances must agree exactly.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from trader.domain.execution import Execution
+from trader.domain.fee_posting import FeeCorrection, corrected
 from trader.domain.fill import Fill
 from trader.domain.money import ZERO, exact
 from trader.domain.order import Order
@@ -38,6 +43,10 @@ class LedgerBook:
     baseline: Mapping[str, Decimal] | None = None
     # Orders the ledger touched lately, by the venue's order id: late fills find them here.
     recent_orders: Mapping[str, Order] = field(default_factory=dict)
+    # Fills whose fee is an estimate the venue has not posted yet, and the postings booked.
+    pending_fees: Sequence[Fill] = ()
+    booked_postings: frozenset[str] = frozenset()
+    posted_fees: Mapping[str, Decimal] = field(default_factory=dict)  # by asset, all booked
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class BalanceCheck:
     asset: str
     expected: Decimal  # baseline + what the ledger's fills moved
     actual: Decimal  # the venue's total (free + used)
+    pending: Decimal = ZERO  # estimated fees in this asset the venue has not posted yet
 
     @property
     def difference(self) -> Decimal:
@@ -66,7 +76,19 @@ class BalanceCheck:
 
     @property
     def ok(self) -> bool:
-        return self.difference == 0
+        """Equal, or apart by no more than the fee estimates still to be posted."""
+        return abs(self.difference) <= self.pending
+
+    @property
+    def explained(self) -> str | None:
+        """Why a balance that differs is ok, None where it agrees exactly or is not ok."""
+        if self.difference == 0 or not self.ok:
+            return None
+        return (
+            f"{self.asset}: the venue holds {self.actual}, the ledger implies {self.expected} "
+            f"(difference {self.difference}), within the {self.pending} {self.asset} of fee "
+            "estimates the venue has not posted yet"
+        )
 
 
 @dataclass(frozen=True)
@@ -81,6 +103,9 @@ class ReconcileReport:
     problems: tuple[str, ...] = ()  # anything unexplained: trading halts
     incomplete: str | None = None  # why it could not finish (the venue unreachable)
     dry_run: bool = False  # nothing was booked or cancelled (another process holds the ledger)
+    fee_corrections: tuple[FeeCorrection, ...] = ()  # posted fees booked against estimates
+    pending_fees: Mapping[str, Decimal] = field(default_factory=dict)  # still estimates, after
+    posted_fees: Mapping[str, Decimal] = field(default_factory=dict)  # every posting, after
 
     @property
     def ok(self) -> bool:
@@ -107,6 +132,8 @@ class ReconcileReport:
         fills = self.fills
         booked = "would book" if self.dry_run else "booked"
         parts.append(f"{booked} {len(fills)} fill(s) and {len(changed)} other order change(s)")
+        if self.fee_corrections:
+            parts.append(f"{booked} {len(self.fee_corrections)} posted fee correction(s)")
         if self.foreign:
             parts.append(f"{len(self.foreign)} order(s) on the venue the ledger does not know")
         bad = [b for b in self.balances if not b.ok]
@@ -130,9 +157,18 @@ class ReconcileReport:
             )
             out += [
                 f"  fill {f.fill_id}: {f.side} {f.amount} @ {f.price}, fee {f.fee} "
-                f"{f.fee_currency}, {f.at.isoformat()}"
+                f"{f.fee_currency}{' (estimate)' if f.fee_estimated else ''}, {f.at.isoformat()}"
                 for f in execution.fills
             ]
+        out += [f"fee posted: {c.describe()}" for c in self.fee_corrections]
+        out += [
+            f"fees posted by the venue, all told: {amount} {asset}"
+            for asset, amount in sorted(self.posted_fees.items())
+        ]
+        out += [
+            f"fees still estimated (not posted by the venue yet): {amount} {asset}"
+            for asset, amount in sorted(self.pending_fees.items())
+        ]
         for foreign in self.foreign:
             price = f" @ {foreign.price}" if foreign.price is not None else ""
             out.append(
@@ -141,7 +177,11 @@ class ReconcileReport:
                 f"{foreign.amount}{price}: {foreign.action}"
             )
         for balance in self.balances:
-            mark = "ok" if balance.ok else f"DIFFERS by {balance.difference}"
+            mark = "DIFFERS by " + str(balance.difference)
+            if balance.difference == 0:
+                mark = "ok"
+            elif balance.ok:
+                mark = f"ok within {balance.pending} of unposted fee estimates"
             out.append(
                 f"balance {balance.asset}: venue {balance.actual}, ledger implies "
                 f"{balance.expected}: {mark}"
@@ -169,19 +209,30 @@ class ReportBuilder:
     problems: list[str] = field(default_factory=list)
     incomplete: str | None = None
     dry_run: bool = False
+    fee_corrections: list[FeeCorrection] = field(default_factory=list)
+    pending_fees: dict[str, Decimal] = field(default_factory=dict)
+    posted_fees: dict[str, Decimal] = field(default_factory=dict)
 
     def build(self) -> ReconcileReport:
         return ReconcileReport(
             self.at, self.broker, tuple(self.executions), tuple(self.foreign),
             tuple(self.balances), tuple(self.checked), tuple(self.notes), tuple(self.problems),
-            self.incomplete, self.dry_run,
+            self.incomplete, self.dry_run, tuple(self.fee_corrections), dict(self.pending_fees),
+            dict(self.posted_fees),
         )  # fmt: skip
 
 
-def portfolio_after(portfolio: Portfolio, executions: Iterable[Execution]) -> Portfolio:
+def portfolio_after(
+    portfolio: Portfolio,
+    executions: Iterable[Execution],
+    corrections: Iterable[FeeCorrection] = (),
+) -> Portfolio:
+    """The portfolio after the report's fills, then its fee corrections (booked in that order)."""
     for execution in executions:
         for fill in execution.fills:
             portfolio = portfolio.apply(fill)
+    for correction in corrections:
+        portfolio = corrected(portfolio, correction)
     return portfolio
 
 
@@ -208,8 +259,13 @@ def expected_balances(
 
 
 def compare_balances(
-    expected: Mapping[str, Decimal], actual: Mapping[str, Decimal]
+    expected: Mapping[str, Decimal],
+    actual: Mapping[str, Decimal],
+    pending: Mapping[str, Decimal] | None = None,
 ) -> list[BalanceCheck]:
+    """Each asset's check; `pending`: fee estimates not yet posted, by asset."""
+    unposted = pending or {}
     return [
-        BalanceCheck(asset, expected[asset], actual.get(asset, ZERO)) for asset in sorted(expected)
+        BalanceCheck(asset, expected[asset], actual.get(asset, ZERO), unposted.get(asset, ZERO))
+        for asset in sorted(expected)
     ]

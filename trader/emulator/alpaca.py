@@ -4,11 +4,13 @@ endpoints (`trader.emulator.plumbing`); the market data routes are `alpaca_data`
 
 - Keys in the `APCA-API-KEY-ID` / `APCA-API-SECRET-KEY` headers; anything else is 401.
 - Accounts hold USD cash and positions (one balance per asset); crypto pays its fee in the
-  asset it receives (`CFEE` activities), stocks trade free. A cash account: selling more than
-  is held is refused (no shorting), and so is a stock order outside the session (Alpaca would
-  queue it for the open: here it shows).
-- The pattern-day-trader rule: an account under $25,000 is refused its fourth day trade (a
-  stock bought and sold on one session's date) within five sessions.
+  asset it receives (`CFEE` activities), stocks trade free. The account is a paper margin
+  account (shorts of stocks Alpaca lends, buying power 2x or 4x) unless `account_type` is
+  "cash" (`alpaca_account`); what Alpaca refuses and when it works an order (extended
+  hours; a stock order sent while the market is closed waits, "accepted", for its session)
+  is `alpaca_orders`'s and `alpaca_hours`'s.
+- The pattern-day-trader rule: an account whose last equity is under $25,000 is refused its
+  fourth day trade (a stock bought and sold on one session's date) within five sessions.
 - A client order id is never reused, even after its order ended.
 """
 
@@ -17,29 +19,31 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from aiohttp import web
 
+from trader.emulator.alpaca_account import AccountType, AlpacaAccounts
 from trader.emulator.alpaca_data import AlpacaData, when
+from trader.emulator.alpaca_feeds import DataPlan
 from trader.emulator.alpaca_history import AlpacaHistory, Refused
+from trader.emulator.alpaca_orders import Ask, OrderRules, RefusedWith, sale_refusal
+from trader.emulator.alpaca_stream import PATH as STREAM_PATH
+from trader.emulator.alpaca_stream import TradeStream
 from trader.emulator.alpaca_wire import (
     alpaca_symbol,
     asset_json,
     error,
     order_json,
     order_number,
-    text,
 )
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import Instrument
 from trader.emulator.plumbing import Control, Handler
-from trader.emulator.sessions import NEW_YORK, Sessions
+from trader.emulator.sessions import Sessions
 from trader.emulator.venue import DUPLICATE, INSUFFICIENT, Account, Venue, VenueError, VenueOrder
 
-PDT_EQUITY = Decimal(25_000)
 _INTERNAL = json.dumps(error(50010000, "internal server error occurred"))
 
 
@@ -47,13 +51,17 @@ def _refusal(failed: Exception) -> web.Response | None:
     """Alpaca's answer to a refusal."""
     if not isinstance(failed, Refused):
         return None
-    return web.json_response(error(failed.code, failed.message), status=failed.status)
+    body = error(failed.code, failed.message)
+    if isinstance(failed, RefusedWith):
+        body |= failed.extra
+    return web.json_response(body, status=failed.status)
 
 
-def _venue_refusal(failed: VenueError, side: str) -> Refused:
+def _venue_refusal(failed: VenueError, account: Account, ask: Ask) -> Refused:
     if failed.msg == INSUFFICIENT:
-        what = "insufficient buying power" if side == "BUY" else "insufficient qty available"
-        return Refused(403, 40310000, what)
+        if ask.side == "SELL":
+            return sale_refusal(ask.instrument, account, ask.qty)
+        return Refused(403, 40310000, "insufficient buying power")
     if failed.msg == DUPLICATE:
         return Refused(422, 40010001, "client_order_id must be unique")
     return Refused(422, 40010001, failed.msg)
@@ -66,10 +74,19 @@ class AlpacaApi:
     faults: FaultPlan = field(default_factory=FaultPlan)
     sessions: Sessions | None = None  # the stock market's (None: no stocks listed)
     on_clock: Callable[[bool], None] | None = None
+    data_plan: DataPlan = field(default_factory=DataPlan)  # the market data subscription
+    account_type: AccountType = "margin"  # Alpaca's paper accounts are margin accounts
     control: Control = field(init=False)
+    accounts: AlpacaAccounts = field(init=False)
+    rules: OrderRules = field(init=False)
+    stream: TradeStream = field(init=False)  # the trade-updates websocket
 
     def __post_init__(self) -> None:
         self.control = Control(self.faults, self.venue.clock, on_clock=self.on_clock)
+        self.accounts = AlpacaAccounts(self.venue, self.sessions, self.account_type)
+        self.rules = OrderRules(self.accounts)
+        self.venue.may_borrow = self.accounts.may_borrow
+        self.stream = TradeStream(self.venue, self.secrets, self._order_json)
 
     @property
     def requests(self) -> list[str]:
@@ -87,8 +104,9 @@ class AlpacaApi:
         get("/v2/orders/{order_id}", self.order)
         app.router.add_delete("/v2/orders/{order_id}", self.cancel)
         get("/v2/positions", self.positions)
-        AlpacaData(self.venue.market, self.sessions).routes(app)
+        AlpacaData(self.venue.market, self.sessions, self.data_plan).routes(app)
         AlpacaHistory(self.venue, self.sessions, self._account).routes(app)
+        self.stream.routes(app)
         self.control.routes(app)
         return app
 
@@ -96,6 +114,8 @@ class AlpacaApi:
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == STREAM_PATH:  # its keys come in its first message
+            return await handler(request)
         if not await self.control.admit(request):
             return await handler(request)
         key = request.headers.get("APCA-API-KEY-ID", "")
@@ -130,49 +150,10 @@ class AlpacaApi:
 
     # --- account ----------------------------------------------------------------------------
 
-    def _equity(self, account: Account) -> Decimal:
-        equity = account.balance("USD").total
-        for instrument in self.venue.market.instruments:
-            held = account.balances.get(instrument.base)
-            price = self.venue.market.last_price(instrument.venue_id)
-            if held is not None and price is not None and instrument.quote == "USD":
-                equity += held.total * price
-        return equity
-
-    def day_trades(self, account: Account, now: datetime) -> int:
-        """Stocks bought and sold on one session's date, over the last five sessions."""
-        if self.sessions is None:
-            return 0
-        today = now.astimezone(NEW_YORK).date()
-        dates = [d for d, _, _ in self.sessions.days(today - timedelta(days=30), today)]
-        recent = set(dates[-5:])
-        sides: dict[tuple[object, str], set[bool]] = {}
-        for trade in account.trades:
-            instrument = self.venue.instrument(trade.symbol)
-            day = trade.time.astimezone(NEW_YORK).date()
-            if instrument.asset_class == "us_equity" and day in recent:
-                sides.setdefault((day, trade.symbol), set()).add(trade.is_buyer)
-        return sum(1 for both in sides.values() if len(both) == 2)
-
     async def account(self, request: web.Request) -> web.Response:
-        account = self._account(request)
-        now = self.venue.clock()
-        cash = account.balance("USD")
-        equity = self._equity(account)
-        return web.json_response({
-            "id": "00000000-0000-4000-a000-000000000001", "account_number": "EMU000001",
-            "status": "ACTIVE", "crypto_status": "ACTIVE", "currency": "USD",
-            "cash": text(cash.total), "buying_power": text(cash.free),
-            "regt_buying_power": text(cash.free), "daytrading_buying_power": "0",
-            "non_marginable_buying_power": text(cash.free),
-            "equity": text(equity), "last_equity": text(equity), "portfolio_value": text(equity),
-            "long_market_value": text(equity - cash.total), "short_market_value": "0",
-            "initial_margin": "0", "maintenance_margin": "0", "sma": "0", "multiplier": "1",
-            "pattern_day_trader": False, "daytrade_count": self.day_trades(account, now),
-            "trading_blocked": False, "transfers_blocked": False, "account_blocked": False,
-            "trade_suspended_by_user": False, "shorting_enabled": False,
-            "created_at": "2020-01-01T00:00:00Z",
-        })  # fmt: skip
+        account, now = self._account(request), self.venue.clock()
+        trades = self.accounts.day_trades(account, now)
+        return web.json_response(self.accounts.account_json(account, now, trades))
 
     async def assets(self, request: web.Request) -> web.Response:
         wanted = request.query.get("asset_class")
@@ -190,22 +171,7 @@ class AlpacaApi:
 
     async def positions(self, request: web.Request) -> web.Response:
         account = self._account(request)
-        out = []
-        for asset, balance in sorted(account.balances.items()):
-            if asset == "USD" or balance.total == 0:
-                continue
-            listed = [i for i in self.venue.market.instruments if i.base == asset]
-            stock = bool(listed) and listed[0].asset_class == "us_equity"
-            price = self.venue.market.last_price(listed[0].venue_id) if listed else None
-            out.append({
-                "asset_id": asset_json(listed[0])["id"] if listed else asset,
-                "symbol": asset if stock else f"{asset}USD", "exchange": "NASDAQ" if stock
-                else "CRYPTO", "asset_class": "us_equity" if stock else "crypto",
-                "qty": text(balance.total), "qty_available": text(balance.free), "side": "long",
-                "avg_entry_price": "0", "current_price": text(price),
-                "market_value": text(balance.total * price) if price is not None else None,
-            })  # fmt: skip
-        return web.json_response(out)
+        return web.json_response(self.accounts.positions_json(account, self.venue.clock()))
 
     # --- orders -----------------------------------------------------------------------------
 
@@ -218,56 +184,28 @@ class AlpacaApi:
         instrument = self._instrument(str(body.get("symbol", "")))
         side = str(body.get("side", "")).upper()
         type_ = str(body.get("type", "")).upper()
-        tif = str(body.get("time_in_force", "")).upper()
         if side not in {"BUY", "SELL"} or type_ not in {"MARKET", "LIMIT"}:
             raise Refused(422, 40010001, "invalid side or order type")
-        quantity = _decimal(body, "qty")
-        price = _decimal(body, "limit_price") if type_ == "LIMIT" else None
-        self._check(account, instrument, side, quantity, tif)
+        ask = Ask(
+            instrument, side, type_, str(body.get("time_in_force", "")).upper(),
+            _decimal(body, "qty"), _decimal(body, "limit_price") if type_ == "LIMIT" else None,
+            body.get("extended_hours") is True and instrument.asset_class == "us_equity",
+        )  # fmt: skip
+        timing = self.rules.admit(account, ask, self.venue.clock())
         client_id = str(body.get("client_order_id") or f"emu{self.venue._next_order}")
         if len(client_id) > 128:
             raise Refused(422, 40010001, "client_order_id must be at most 128 characters")
+        intent = self.rules.intent(account, ask)
         try:
             order = self.venue.place(
-                account, symbol=instrument.venue_id, side=side, type_=type_, quantity=quantity,
-                price=price, time_in_force=tif, client_order_id=client_id,
+                account, symbol=instrument.venue_id, side=side, type_=type_, quantity=ask.qty,
+                price=ask.price, time_in_force=ask.tif, client_order_id=client_id,
+                release_at=timing.release_at, expires_at=timing.expires_at,
             )  # fmt: skip
         except VenueError as failed:
-            raise _venue_refusal(failed, side) from None
+            raise _venue_refusal(failed, account, ask) from None
+        order.extended_hours, order.position_intent = ask.extended, intent
         return web.json_response(self._order_json(order))
-
-    def _check(
-        self, account: Account, instrument: Instrument, side: str, quantity: Decimal, tif: str
-    ) -> None:
-        """Alpaca's checks before an order is taken (the venue core checks balances)."""
-        if not instrument.tradable:
-            raise Refused(422, 40010001, f"asset {alpaca_symbol(instrument)} is not tradable")
-        stock = instrument.asset_class == "us_equity"
-        if tif not in ({"DAY", "GTC", "IOC", "FOK"} if stock else {"GTC", "IOC"}):
-            raise Refused(422, 40010001, "invalid time_in_force")
-        if quantity != quantity.to_integral_value():
-            if not instrument.fractionable:
-                raise Refused(422, 40310000, "fractional orders are not supported for this asset")
-            if stock and tif != "DAY":
-                raise Refused(422, 40010001, "fractional orders must be DAY orders")
-        if not stock:
-            return
-        now = self.venue.clock()
-        if self.sessions is None or not self.sessions.is_open(now):
-            raise Refused(422, 40010001, "the market is closed: the emulator takes stock "
-                          "orders only in the session (Alpaca would queue this one)")  # fmt: skip
-        day = now.astimezone(NEW_YORK).date()
-        bought_or_sold = {
-            t.is_buyer for t in account.trades
-            if t.symbol == instrument.venue_id and t.time.astimezone(NEW_YORK).date() == day
-        }  # fmt: skip
-        other_side_today = (side == "SELL") in bought_or_sold  # is_buyer of the other side
-        if (
-            other_side_today
-            and self._equity(account) < PDT_EQUITY
-            and self.day_trades(account, now) >= 3
-        ):
-            raise Refused(403, 40310100, "trade denied due to pattern day trading protection")
 
     async def orders(self, request: web.Request) -> web.Response:
         account = self._account(request)

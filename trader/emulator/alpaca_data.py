@@ -1,11 +1,12 @@
 """Alpaca's market data API as the emulator serves it: stock bars and latest quotes
-(`/v2/stocks/...`, IEX or SIP alike) and crypto ones (`/v1beta3/crypto/us/...`), from the
-emulated market's recorded bars and its top of book."""
+(`/v2/stocks/...`, on the feed asked for, as the account's data plan allows: `alpaca_feeds`)
+and crypto ones (`/v1beta3/crypto/us/...`), from the emulated market's recorded bars and its
+top of book."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -13,9 +14,11 @@ from typing import Any
 from aiohttp import web
 
 from trader.domain import Bar, Timeframe
-from trader.emulator.alpaca_wire import alpaca_symbol, error, rfc3339
+from trader.emulator.alpaca_feeds import FEEDS, DataPlan, trade_count
+from trader.emulator.alpaca_wire import alpaca_symbol, error, go_time, rfc3339
 from trader.emulator.market import EmulatedMarket, Instrument
 from trader.emulator.sessions import Sessions
+from trader.market.alpaca.wire import RECENT_SIP_REFUSED
 
 _TIMEFRAME = re.compile(r"^(\d+)(Min|T|Hour|H|Day|D|Week|W)$")
 _UNITS = {"Min": "m", "T": "m", "Hour": "h", "H": "h", "Day": "d", "D": "d", "Week": "w", "W": "w"}
@@ -23,9 +26,11 @@ MAX_LIMIT = 10_000
 
 
 class DataError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    """A market data refusal; `code` None: Alpaca answers it with a message alone."""
+
+    def __init__(self, status: int, message: str, code: int | None = 40010001) -> None:
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.code = status, message, code
 
 
 def timeframe(value: str) -> Timeframe:
@@ -45,15 +50,20 @@ def when(value: str) -> datetime:
     return parsed
 
 
-def bar_json(bar: Bar) -> dict[str, Any]:
+def bar_json(bar: Bar, feed: str | None = None) -> dict[str, Any]:
+    """A bar as Alpaca writes it; `feed`: a stock's (its volume whole shares, as Alpaca's
+    are), None for crypto."""
+    volume: float | int = bar.volume
+    if feed is not None and bar.volume.is_integer():
+        volume = int(bar.volume)
     return {
-        "t": rfc3339(bar.start),
+        "t": go_time(bar.start),
         "o": bar.open,
         "h": bar.high,
         "l": bar.low,
         "c": bar.close,
-        "v": bar.volume,
-        "n": 100,
+        "v": volume,
+        "n": trade_count(feed),
         "vw": (bar.open + bar.close) / 2,
     }
 
@@ -62,6 +72,7 @@ def bar_json(bar: Bar) -> dict[str, Any]:
 class AlpacaData:
     market: EmulatedMarket
     sessions: Sessions | None
+    plan: DataPlan = field(default_factory=DataPlan)
 
     def routes(self, app: web.Application) -> None:
         get = app.router.add_get
@@ -99,7 +110,22 @@ class AlpacaData:
         try:
             return web.json_response(make())
         except DataError as failed:
-            return web.json_response(error(40010001, failed.message), status=failed.status)
+            body = (
+                {"message": failed.message}
+                if failed.code is None
+                else error(failed.code, failed.message)
+            )
+            return web.json_response(body, status=failed.status)
+
+    def _feed(self, request: web.Request, end: datetime | None) -> str:
+        """The stock feed asked for (the plan's best by default), refused as Alpaca refuses
+        recent SIP data to a Free plan."""
+        feed = request.query.get("feed") or self.plan.default_feed
+        if feed not in FEEDS:
+            raise DataError(400, f"invalid feed: {feed}")
+        if self.plan.refuses(feed, end, self.market.clock()):
+            raise DataError(403, RECENT_SIP_REFUSED, code=None)
+        return feed
 
     def _bars(self, request: web.Request, asset_class: str) -> dict[str, Any]:
         query = request.query
@@ -113,6 +139,7 @@ class AlpacaData:
         if limit < 1:
             raise DataError(400, "invalid limit")
         token = query.get("page_token") or ""
+        feed = self._feed(request, end) if asset_class == "us_equity" else None
         out: dict[str, list[dict[str, Any]]] = {}
         left = limit
         next_token = None
@@ -133,6 +160,8 @@ class AlpacaData:
                 for b in bars
                 if (start is None or b.start >= start) and (end is None or b.start <= end)
             ]
+            if feed == "iex":  # only the bars with an IEX trade, at IEX's volume
+                chosen = [b for b in map(self.plan.on_iex, chosen) if b is not None]
             newest_first = query.get("sort") == "desc"
             if newest_first or (not start and not token):
                 chosen = chosen[-left:]  # newest first, or no start: the latest
@@ -140,7 +169,8 @@ class AlpacaData:
                 chosen = chosen[:left]
                 next_token = f"{name}|{rfc3339(chosen[-1].start)}"
             if chosen:
-                out[name] = [bar_json(b) for b in (chosen[::-1] if newest_first else chosen)]
+                ordered = chosen[::-1] if newest_first else chosen
+                out[name] = [bar_json(b, feed) for b in ordered]
             left -= len(chosen)
             if left <= 0:
                 break
@@ -148,6 +178,8 @@ class AlpacaData:
 
     def _quotes(self, request: web.Request, asset_class: str) -> dict[str, Any]:
         now = self.market.clock()
+        if asset_class == "us_equity":
+            self._feed(request, None)  # the latest is recent: no SIP on a Free plan
         quotes = {}
         for instrument in self._listed(request, asset_class):
             book = self.market.top_of_book(instrument.venue_id)
@@ -159,7 +191,7 @@ class AlpacaData:
                 stamp = self.sessions.last_close(now) or now  # the last session's last quote
             bid, ask = book
             quotes[alpaca_symbol(instrument)] = {
-                "t": rfc3339(stamp),
+                "t": go_time(stamp),
                 "bp": float(bid),
                 "bs": float(Decimal(10)),
                 "ap": float(ask),

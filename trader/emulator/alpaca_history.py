@@ -1,16 +1,20 @@
 """The Alpaca emulator's answers about time and the past: the market clock and calendar,
-account activities (FILL, and CFEE for crypto fees), and the control side's account dump."""
+account activities (FILL; CFEE and FEE, the fees posted at the end of the day:
+`alpaca_fees`), and the control side's account dump."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from aiohttp import web
 
+from trader.emulator.alpaca_calendar import calendar_json, clock_json
 from trader.emulator.alpaca_data import when
-from trader.emulator.alpaca_wire import fee_json, fill_json, order_json, rfc3339, text
+from trader.emulator.alpaca_fees import FEE_KINDS, fee_activities
+from trader.emulator.alpaca_wire import fill_json, order_json, rfc3339, text
 from trader.emulator.plumbing import accounts_state
 from trader.emulator.sessions import NEW_YORK, Sessions
 from trader.emulator.venue import Account, Venue
@@ -38,18 +42,7 @@ class AlpacaHistory:
         get("/__emulator__/account", self.accounts_state)
 
     async def clock(self, request: web.Request) -> web.Response:
-        now = self.venue.clock()
-        sessions = self.sessions
-        local = now.astimezone(NEW_YORK)
-        if sessions is None:
-            return web.json_response({"timestamp": local.isoformat(), "is_open": False,
-                                      "next_open": None, "next_close": None})  # fmt: skip
-        upcoming = [sessions.next_open(now), sessions.next_close(now)]
-        nxt = [t.astimezone(NEW_YORK).isoformat() if t else None for t in upcoming]
-        return web.json_response(
-            {"timestamp": local.isoformat(), "is_open": sessions.is_open(now),
-             "next_open": nxt[0], "next_close": nxt[1]}
-        )  # fmt: skip
+        return web.json_response(clock_json(self.venue.clock(), self.sessions))
 
     async def calendar(self, request: web.Request) -> web.Response:
         if self.sessions is None:
@@ -59,35 +52,33 @@ class AlpacaHistory:
         end = request.query.get("end")
         first = datetime.fromisoformat(start).date() if start else today
         last = datetime.fromisoformat(end).date() if end else today
-        return web.json_response([
-            {"date": d.isoformat(), "open": o.strftime("%H:%M"), "close": c.strftime("%H:%M"),
-             "session_open": "0400", "session_close": "2000", "settlement_date": d.isoformat()}
-            for d, o, c in self.sessions.days(first, last)
-        ])  # fmt: skip
+        return web.json_response(calendar_json(self.sessions, first, last))
 
     async def activities(self, request: web.Request) -> web.Response:
         account = self.account_of(request)
         kind = request.match_info["kind"]
-        if kind not in {"FILL", "CFEE"}:
+        if kind != "FILL" and kind not in FEE_KINDS:
             raise Refused(422, 40010001, f"invalid activity type: {kind}")
-        records = []
-        for trade in account.trades:
-            order = account.orders[trade.order_id]
-            instrument = self.venue.instrument(trade.symbol)
-            if kind == "FILL":
-                records.append(fill_json(trade, order, instrument))
-            elif trade.commission and instrument.asset_class == "crypto":
-                records.append(fee_json(trade, order, instrument))
+        if kind == "FILL":
+            instrument = self.venue.instrument
+            records = [
+                fill_json(t, account.orders[t.order_id], instrument(t.symbol))
+                for t in account.trades
+            ]
+        else:  # posted after the end of the fills' day
+            records = fee_activities(kind, account, self.venue)
         query = request.query
-        if query.get("after"):
-            records = [r for r in records if when(r["transaction_time"]) > when(query["after"])]
+        if query.get("after"):  # a fee's time: its date's
+            records = [r for r in records if _when(r)[0] > when(query["after"])]
         if query.get("until"):
-            records = [r for r in records if when(r["transaction_time"]) <= when(query["until"])]
+            records = [r for r in records if _when(r)[0] <= when(query["until"])]
         descending = query.get("direction", "desc") == "desc"
-        records.sort(key=lambda r: str(r["id"]), reverse=descending)
+        # In time order (an id's New York time repeats an hour each November), the id after.
+        records.sort(key=_when, reverse=descending)
         token = query.get("page_token")
         if token:
-            records = [r for r in records if (r["id"] < token if descending else r["id"] > token)]
+            ids = [r["id"] for r in records]
+            records = records[ids.index(token) + 1 :] if token in ids else []
         size = min(int(query.get("page_size") or 100), 100)
         return web.json_response(records[:size])
 
@@ -101,3 +92,10 @@ class AlpacaHistory:
         )  # fmt: skip
         now = rfc3339(self.venue.clock())
         return web.json_response({key: account | {"now": now} for key, account in state.items()})
+
+
+def _when(record: dict[str, Any]) -> tuple[datetime, str]:
+    """When an activity happened (a FILL's transaction time, else its date's start), then
+    its id: the order Alpaca pages them in."""
+    stamp = record.get("transaction_time") or f"{record.get('date')}T00:00:00+00:00"
+    return when(str(stamp)), str(record["id"])

@@ -26,6 +26,7 @@ from typing import Any
 
 from trader.clock import ScaledClock
 from trader.domain import Timeframe
+from trader.emulator.alpaca_fees import STOCK_FEES, crypto_fees
 from trader.emulator.market import EmulatedMarket, Instrument
 from trader.emulator.sandbox_replay import (
     SPAN_MARGIN,
@@ -37,13 +38,12 @@ from trader.emulator.sandbox_replay import (
 )
 from trader.emulator.server import EmulatorServer
 from trader.emulator.sessions import Sessions
-from trader.emulator.venue import Fees, Venue
+from trader.emulator.venue import Venue
 from trader.market.alpaca.wire import STOCK_STEP, alpaca_timeframe
 from trader.market.calendars.fx import FX
 from trader.market.calendars.registry import CONTINUOUS, canonical_name
 
-CRYPTO_FEES = Fees(maker=Decimal("0.0015"), taker=Decimal("0.0025"))  # Alpaca's first tier
-STOCK_FEES = Fees(maker=Decimal(0), taker=Decimal(0))
+CRYPTO_FEES = crypto_fees(tier=1)  # Alpaca's first tier; stocks pay regulatory fees on sales
 US_STOCKS = "XNYS"  # Alpaca's clock and calendar: the US stock market's sessions
 MISFIRE_BARS = 3  # a tick later than this many bars is missed (the daemon is far behind)
 
@@ -156,7 +156,7 @@ async def open_alpaca_sandbox(settings: SandboxSettings) -> AlpacaSandbox:
     sessions = Sessions.of(exchange, begins - SPAN_MARGIN, ends + SPAN_MARGIN)
     server = EmulatorServer(
         market, host=settings.host, port=settings.port, venue=venue, secrets={key: secret},
-        on_clock=clock.pause, dialect="alpaca", sessions=sessions,
+        on_clock=clock.pause, dialect="alpaca", sessions=sessions, data_plan=settings.data_plan,
     )  # fmt: skip
     await server.start()
     symbols = [r.symbol for r in settings.recordings]

@@ -13,6 +13,7 @@ from typing import Literal
 
 from trader.clock import Clock, WallClock
 from trader.domain import Bar, Timeframe, from_epoch_ms, to_epoch_ms
+from trader.emulator.alpaca_feeds import DataPlan
 from trader.emulator.venue import Fees
 from trader.market.calendars.registry import CONTINUOUS, build_calendar
 from trader.market.hygiene import parse_row
@@ -57,6 +58,7 @@ class SandboxSettings:
     start: datetime | None = None
     hold_s: float = 0
     calendars: Mapping[str, str] = field(default_factory=dict)
+    data_plan: DataPlan = field(default_factory=DataPlan)  # its market data subscription
 
 
 def recorded_bars(recording: Recording) -> list[Bar]:

@@ -9,6 +9,7 @@ from typing import Literal
 from aiohttp import web
 
 from trader.emulator.alpaca import AlpacaApi
+from trader.emulator.alpaca_feeds import DataPlan
 from trader.emulator.binance import BinanceSpotApi, RateLimit
 from trader.emulator.faults import FaultPlan
 from trader.emulator.market import EmulatedMarket
@@ -32,10 +33,14 @@ class EmulatorServer:
         on_clock: Callable[[bool], None] | None = None,
         dialect: Literal["binance", "alpaca"] = "binance",
         sessions: Sessions | None = None,
+        data_plan: DataPlan | None = None,
+        account_type: Literal["margin", "cash"] = "margin",
     ) -> None:
         """`venue` and `secrets` (API key -> secret) serve the signed trading endpoints; the
         venue trades on `market`. `dialect`: whose API it speaks; Alpaca's needs the venue,
-        and `sessions` when it lists stocks."""
+        and `sessions` when it lists stocks; `data_plan`: its market data subscription
+        (default Algo Trader Plus, IEX sparse as `alpaca_feeds` says); `account_type`: an
+        Alpaca paper margin account, or a cash account."""
         if venue is not None and venue.market is not market:
             raise ValueError("the venue must trade on the market the emulator serves")
         self.venue = venue
@@ -44,7 +49,8 @@ class EmulatorServer:
             if venue is None:
                 raise ValueError("the Alpaca emulator needs a venue (its API is all accounts)")
             self.api = AlpacaApi(venue, dict(secrets or {}), faults or FaultPlan(), sessions,
-                                 on_clock)  # fmt: skip
+                                 on_clock, data_plan or DataPlan(),
+                                 account_type=account_type)  # fmt: skip
         else:
             self.api = self._binance(
                 market, faults, weight_limit_per_minute, klines_cap, venue, secrets, on_clock

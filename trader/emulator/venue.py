@@ -93,6 +93,12 @@ class VenueOrder:
     locked: Decimal = Decimal(0)  # still locked for it, in the asset it spends
     update_time: datetime | None = None
     trades: list[VenueTrade] = field(default_factory=list)
+    # Alpaca: an order taken while its market is closed waits, unmatched, until
+    # `release_at`; a day order ends EXPIRED at `expires_at` (the venue says when).
+    release_at: datetime | None = None
+    expires_at: datetime | None = None
+    extended_hours: bool = False
+    position_intent: str | None = None  # Alpaca's buy_to_open, sell_to_close, ...
 
     @property
     def remaining(self) -> Decimal:
@@ -107,6 +113,9 @@ class VenueOrder:
 class Fees:
     maker: Decimal = Decimal("0.001")
     taker: Decimal = Decimal("0.001")
+    # A sale's fee by price, quantity and time, where it is no rate of the notional (a US
+    # stock's regulatory fees at Alpaca: `trader.emulator.alpaca_fees`).
+    on_sale: Callable[[Decimal, Decimal, datetime], Decimal] | None = None
 
 
 @dataclass
@@ -138,6 +147,14 @@ class Venue:
     # while it is open). Per-symbol fees where they differ (Alpaca: stocks are free).
     unique_client_ids: bool = False
     fees_by_symbol: dict[str, Fees] = field(default_factory=dict)
+    # A margin account may go below zero in the asset an order spends (cash for a buy on
+    # margin, shares for a short) where this says so (Alpaca's; Binance spot never does).
+    may_borrow: Callable[[Account, Instrument, str], bool] | None = None
+    # Told of every order change (placed, each trade, cancelled or expired), with the trade
+    # when there is one: Alpaca's trade-updates stream listens here.
+    on_change: list[Callable[[Account, VenueOrder, VenueTrade | None], None]] = field(
+        default_factory=list
+    )
     _next_order: int = 1
     _next_trade: dict[str, int] = field(default_factory=dict)
     _synced: dict[int, datetime] = field(default_factory=dict)  # order id -> last bar end met
@@ -170,6 +187,8 @@ class Venue:
         price: Decimal | None,
         time_in_force: str | None,
         client_order_id: str,
+        release_at: datetime | None = None,
+        expires_at: datetime | None = None,
     ) -> VenueOrder:
         self.sync(account)
         instrument = self.instrument(symbol)
@@ -180,11 +199,14 @@ class Venue:
         now = self.clock()
         order = VenueOrder(
             self._next_order, client_order_id, symbol, side, type_, time_in_force, price,
-            quantity, now, update_time=now,
+            quantity, now, update_time=now, release_at=release_at, expires_at=expires_at,
         )  # fmt: skip
         self._lock(account, instrument, order)
         self._next_order += 1
         account.orders[order.order_id] = order
+        self._tell(account, order, None)
+        if release_at is not None and release_at > now:
+            return order  # waits for its session: `sync` releases it
         self._take(account, instrument, order)
         if order.is_open and (type_ == "MARKET" or time_in_force in {"IOC", "FOK"}):
             self._end(account, instrument, order, "EXPIRED")
@@ -237,7 +259,8 @@ class Venue:
         else:
             asset, need = instrument.base, order.quantity
         balance = account.balance(asset)
-        if need > balance.free:
+        borrow = self.may_borrow is not None and self.may_borrow(account, instrument, order.side)
+        if need > balance.free and not borrow:
             raise VenueError(-2010, INSUFFICIENT)
         balance.free -= need
         balance.locked += need
@@ -269,12 +292,35 @@ class Venue:
         """Resting orders meet the bars that closed since they were last looked at."""
         now = self.clock()
         for order in list(account.orders.values()):
-            if not order.is_open or order.price is None:
-                continue
             instrument = self.instrument(order.symbol)
+            if order.is_open and order.release_at is not None:
+                self._release(account, instrument, order)
+            if not order.is_open or order.price is None or order.release_at is not None:
+                continue
+            ends = order.expires_at
             for bar in self._closed_since(order, now):
+                if ends is not None and bar.start >= ends:
+                    break
                 self._fill_from_bar(account, instrument, order, bar)
                 self._synced[order.order_id] = bar.end
+            if order.is_open and ends is not None and now >= ends:
+                self._end(account, instrument, order, "EXPIRED")
+                order.update_time = ends
+
+    def _release(self, account: Account, instrument: Instrument, order: VenueOrder) -> None:
+        """A waiting order meets the first bar of its session at that bar's open (a market
+        order, or a limit that is marketable then); the rest of a limit rests from there."""
+        bars = self.market.bars(order.symbol, self.market.timeframe(order.symbol))
+        release = order.release_at
+        first = bisect.bisect_right(bars, release, key=lambda bar: bar.end) if release else 0
+        if release is None or self.clock() < release or first == len(bars):
+            return  # its session has not begun
+        bar, order.release_at = bars[first], None
+        price, limit, at = decimal_from_float(bar.open), order.price, max(bar.start, release)
+        if limit is None or (price <= limit if order.side == "BUY" else price >= limit):
+            self._trade(account, instrument, order, price, order.remaining, maker=False, at=at)
+        if order.is_open and order.price is None:
+            self._end(account, instrument, order, "EXPIRED")
 
     def _closed_since(self, order: VenueOrder, now: datetime) -> Iterable[Bar]:
         """Bars that opened after the order was placed, closed by now, not yet met."""
@@ -322,7 +368,11 @@ class Venue:
             _spend(quote, order, spend)
             base.free += qty - commission
         else:
-            commission = (notional * rate).quantize(EIGHT, ROUND_HALF_UP)
+            commission = (
+                fees.on_sale(price, qty, at)
+                if fees.on_sale is not None
+                else (notional * rate).quantize(EIGHT, ROUND_HALF_UP)
+            )
             asset = instrument.quote
             _spend(base, order, qty)
             quote.free += notional - commission
@@ -339,8 +389,10 @@ class Venue:
         order.update_time = at
         if order.remaining == 0:
             self._end(account, instrument, order, "FILLED")
+            order.update_time = at  # filled when its last trade was, not when looked at
         else:
             order.status = "PARTIALLY_FILLED"
+        self._tell(account, order, trade)
 
     def _end(
         self, account: Account, instrument: Instrument, order: VenueOrder, status: str
@@ -353,6 +405,12 @@ class Venue:
         order.locked = Decimal(0)
         order.status = status
         order.update_time = self.clock()
+        if status != "FILLED":  # a fill is told with its trade
+            self._tell(account, order, None)
+
+    def _tell(self, account: Account, order: VenueOrder, trade: VenueTrade | None) -> None:
+        for listener in self.on_change:
+            listener(account, order, trade)
 
 
 def _spend(balance: Balance, order: VenueOrder, amount: Decimal) -> None:

@@ -40,6 +40,11 @@ def report_json(report: ReconcileReport) -> dict[str, object]:
             b.asset: {"venue": str(b.actual), "ledger": str(b.expected), "ok": b.ok}
             for b in report.balances
         },
+        "fees": {  # by asset: posted by the venue (all booked), and still estimates
+            "posted": {asset: str(v) for asset, v in sorted(report.posted_fees.items())},
+            "estimated": {asset: str(v) for asset, v in sorted(report.pending_fees.items())},
+            "corrections": [c.describe() for c in report.fee_corrections],
+        },
         "lines": report.lines(),
     }
 

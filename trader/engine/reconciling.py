@@ -56,7 +56,8 @@ async def reconcile_ledger(
     if dry_run:
         return report
     try:
-        await reconciliation.book(report, portfolio_after(state.portfolio, report.executions))
+        after = portfolio_after(state.portfolio, report.executions, report.fee_corrections)
+        await reconciliation.book(report, after)
     except Exception as error:
         log.exception("the reconciliation could not be booked")
         problem = f"what the broker reported could not be booked: {_short(error)}"

@@ -194,4 +194,29 @@ MIGRATIONS: tuple[str, ...] = (
         )
     WHERE day IS NOT NULL;
     """,
+    # 8: fees a venue posts after the fills (Alpaca, at the end of the day). A fill's fee may
+    # be an estimate (`fee_estimated`); the posted fee is kept beside it as a correction, never
+    # in place of it: the portfolio moved by the difference when the correction was booked,
+    # after the fills booked before it (`after_fill`, a fills rowid: replayed in that order).
+    # A posting corrects once: its venue id is a key.
+    """
+    ALTER TABLE fills ADD COLUMN fee_estimated INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE fee_corrections (
+        id INTEGER PRIMARY KEY,
+        after_fill INTEGER NOT NULL,
+        symbol TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        day TEXT NOT NULL,
+        estimated TEXT NOT NULL,
+        posted TEXT NOT NULL,
+        price TEXT NOT NULL,
+        fills TEXT NOT NULL,
+        postings TEXT NOT NULL,
+        booked_at TEXT NOT NULL
+    );
+    CREATE TABLE fee_postings (
+        posting_id TEXT PRIMARY KEY,
+        correction INTEGER NOT NULL REFERENCES fee_corrections (id)
+    ) WITHOUT ROWID;
+    """,
 )

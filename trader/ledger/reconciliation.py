@@ -9,12 +9,15 @@ from datetime import datetime
 from decimal import Decimal
 
 from trader.domain import Order, Portfolio
+from trader.domain.fee_posting import posted_by_asset
 from trader.domain.reconciliation import LedgerBook, ReconcileReport
 from trader.ledger.codec import money_text, parse_time, time_text
-from trader.ledger.database import Database, transaction
-from trader.ledger.trading import LedgerState, _order, _write_executions
+from trader.ledger.database import Database, LedgerError, transaction
+from trader.ledger.fees import FeeRecord, fee_record, write_corrections
+from trader.ledger.trading import LedgerState, _fill, _order, _write_executions, _write_portfolio
 
 order_from_row = _order
+fill_from_row = _fill
 
 
 class ReconciliationLedger:
@@ -25,16 +28,20 @@ class ReconciliationLedger:
         """`state` with every order id and fill id the ledger has, the orders with a venue id
         changed since `recent_since`, and the baseline."""
 
-        def read(c: sqlite3.Connection) -> tuple[frozenset[str], frozenset[str], list[Order]]:
+        def read(
+            c: sqlite3.Connection,
+        ) -> tuple[frozenset[str], frozenset[str], list[Order], FeeRecord]:
             orders = frozenset(r[0] for r in c.execute("SELECT client_order_id FROM orders"))
             fills = frozenset(r[0] for r in c.execute("SELECT fill_id FROM fills"))
             recent = c.execute(
                 "SELECT * FROM orders WHERE exchange_order_id IS NOT NULL AND updated_at >= ?",
                 (time_text(recent_since),),
             ).fetchall()
-            return orders, fills, [order_from_row(row) for row in recent]
+            estimated = c.execute("SELECT * FROM fills WHERE fee_estimated = 1 ORDER BY rowid")
+            fees = fee_record(c, [fill_from_row(row) for row in estimated])
+            return orders, fills, [order_from_row(row) for row in recent], fees
 
-        orders, fills, recent = await self._db.run(read)
+        orders, fills, recent, fees = await self._db.run(read)
         return LedgerBook(
             portfolio=state.portfolio,
             starting_cash=state.starting_cash,
@@ -43,14 +50,24 @@ class ReconciliationLedger:
             booked_fills=fills,
             baseline=await self.baseline(),
             recent_orders={o.exchange_order_id: o for o in recent if o.exchange_order_id},
+            pending_fees=fees.pending,
+            booked_postings=fees.booked_postings,
+            posted_fees=posted_by_asset(fees.corrections),
         )
 
     async def book(self, report: ReconcileReport, portfolio: Portfolio) -> None:
-        """The report's order changes and fills, the portfolio after them, and the report."""
+        """The report's order changes and fills, its fee corrections after them (`portfolio`
+        is the portfolio after both), and the report."""
 
         def write(c: sqlite3.Connection) -> None:
             with transaction(c):
                 _write_executions(c, report.executions, portfolio, report.at, "reconciliation")
+                written = write_corrections(c, report.fee_corrections, report.at)
+                if len(written) != len(report.fee_corrections):
+                    # `portfolio` counted them all: booking a part would break the ledger.
+                    raise LedgerError("a fee posting in the report was booked already")
+                if written:
+                    _write_portfolio(c, portfolio, {x.symbol for x in written})
                 c.execute(
                     "INSERT INTO reconciliations (at, broker, ok, summary, report) "
                     "VALUES (?, ?, ?, ?, ?)",

@@ -43,6 +43,7 @@ from trader.ledger.codec import (
     time_text,
 )
 from trader.ledger.database import Database, LedgerError, Statements, transaction
+from trader.ledger.fees import derive_portfolio
 from trader.ledger.forecast_rows import forecast_row
 from trader.ledger.trading_state import (
     SET_STATE,
@@ -136,15 +137,15 @@ def _fill_row(fill: Fill) -> tuple[object, ...]:
     return (
         fill.fill_id, fill.client_order_id, fill.symbol, fill.side.value, money_text(fill.price),
         money_text(fill.amount), money_text(fill.fee), fill.fee_currency, fill.liquidity.value,
-        time_text(fill.at),
+        time_text(fill.at), int(fill.fee_estimated),
     )  # fmt: skip
 
 
 def _fill(row: Sequence[Any]) -> Fill:
-    fid, cid, symbol, side, price, amount, fee, currency, liquidity, at = row
+    fid, cid, symbol, side, price, amount, fee, currency, liquidity, at, estimated = row
     return Fill(
         fid, cid, symbol, Side(side), Decimal(price), Decimal(amount), Decimal(fee), currency,
-        Liquidity(liquidity), parse_time(at),
+        Liquidity(liquidity), parse_time(at), bool(estimated),
     )  # fmt: skip
 
 
@@ -308,7 +309,7 @@ def _write_executions(
         return
     _write_orders(c, [e.order for e in executions], at, [e.reason or detail for e in executions])
     c.executemany(
-        "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO fills VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [_fill_row(fill) for e in executions for fill in e.fills],
     )
     touched = {fill.symbol for e in executions for fill in e.fills}
@@ -362,8 +363,10 @@ def _load(c: sqlite3.Connection) -> LedgerState:
     if account is None:
         raise LedgerError("the ledger has no account yet")
     currency, starting, cash, fees = account
-    fills = [_fill(row) for row in c.execute("SELECT * FROM fills ORDER BY rowid")]
-    derived = Portfolio.from_fills(currency, Decimal(starting), fills)
+    rows = c.execute("SELECT rowid, * FROM fills ORDER BY rowid")
+    numbered = [(row[0], _fill(row[1:])) for row in rows]
+    fills = [fill for _, fill in numbered]
+    derived = derive_portfolio(c, currency, Decimal(starting), numbered)
     stored = Portfolio(
         currency,
         Decimal(cash),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -18,7 +19,7 @@ from trader.config.market_settings import ExchangeSettings
 from trader.domain import Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.hygiene import RawQuote, Row
-from trader.market.retry import Retrier, RetryPolicy
+from trader.market.retry import Retrier, RetryPolicy, asked_wait
 
 T = TypeVar("T")
 
@@ -71,13 +72,8 @@ def point_at(exchange: ccxt.Exchange, base_url: str) -> None:
 
 
 def retry_after(exchange: ccxt.Exchange) -> float | None:
-    """The Retry-After (seconds) of the exchange's last answer, if it sent one."""
-    headers = getattr(exchange, "last_response_headers", None) or {}
-    value = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """The wait (seconds) the exchange's last answer asked for (`asked_wait`), if any."""
+    return asked_wait(getattr(exchange, "last_response_headers", None) or {}, time.time())
 
 
 class CcxtMarketData:
@@ -143,6 +139,10 @@ class CcxtMarketData:
             symbol, step(precision.get("price")), step(precision.get("amount")),
             minimum("amount"), minimum("cost"),
         )  # fmt: skip
+
+    def no_trade_feed(self, symbol: str) -> str | None:
+        """None: a ccxt exchange's bar missing in a session is a hole (`MarketData`)."""
+        return None
 
     @property
     def page_limit(self) -> int:

@@ -76,6 +76,13 @@ class MarketData(Protocol):
         """The market's trading rules (price and amount steps, minimums)."""
         ...
 
+    def no_trade_feed(self, symbol: str) -> str | None:
+        """The feed's name when its bars of `symbol` exist only for intervals in which
+        something traded (Alpaca's IEX feed of a stock), so that a bar missing in a session
+        is one with no trade (`trader.market.no_trade`); None when a missing bar is a hole.
+        Asked after `start`."""
+        ...
+
     @property
     def page_limit(self) -> int:
         """The most bars one `ohlcv` call returns."""

@@ -157,6 +157,10 @@ class ReplayMarketData:
     def page_limit(self) -> int:
         return 1000
 
+    def no_trade_feed(self, symbol: str) -> str | None:
+        """None: a recording's missing bar is a hole (`MarketData`)."""
+        return None
+
     @property
     def volume_unknown(self) -> frozenset[str]:
         """The symbols whose file has no volume (its bars say 0: not "nothing traded")."""

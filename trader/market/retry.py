@@ -1,11 +1,12 @@
-"""Retrying exchange calls: exponential backoff with full jitter, the exchange's Retry-After
-honoured, and a cool-down that sends nothing while the exchange has asked us to stay away."""
+"""Retrying exchange calls: exponential backoff with full jitter, the wait the exchange asked
+for honoured (`asked_wait`: Retry-After, or Alpaca's X-RateLimit-Reset), and a cool-down that
+sends nothing while the exchange has asked us to stay away."""
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -13,6 +14,7 @@ from trader.clock import Clock
 from trader.market.feed import ExchangeCallFailed
 
 T = TypeVar("T")
+EPOCH_2001 = 1e9  # seconds: any X-RateLimit-Reset under this counts seconds, not a date
 
 
 def error_kind(error: BaseException) -> str | None:
@@ -37,6 +39,39 @@ def error_kind(error: BaseException) -> str | None:
     return None
 
 
+def failure_kind(error: BaseException) -> str:
+    """The label a failed exchange call is counted under: its retryable kind, credentials the
+    exchange refused (`authentication`: a person must fix the keys, so an alert names it), or
+    any other exchange error."""
+    import ccxt.async_support as ccxt  # noqa: PLC0415
+
+    kind = error_kind(error)
+    if kind is not None:
+        return kind
+    return "authentication" if isinstance(error, ccxt.AuthenticationError) else "exchange_error"
+
+
+def asked_wait(headers: Mapping[str, str], now_s: float) -> float | None:
+    """How long (seconds) the answer with `headers` asked us to wait, or None: Retry-After
+    (Binance, most venues), else X-RateLimit-Reset, the epoch second the rate limit's window
+    resets (Alpaca sends X-RateLimit-Limit/-Remaining/-Reset on every answer, never
+    Retry-After: alpaca.markets/support/usage-limit-api-calls and Alpaca's forum on reading
+    them), only when X-RateLimit-Remaining says none is left. `now_s`: the epoch now."""
+    named = {k.lower(): v for k, v in headers.items()}
+    try:
+        if "retry-after" in named:
+            return max(0.0, float(named["retry-after"]))
+        reset, left = named.get("x-ratelimit-reset"), named.get("x-ratelimit-remaining")
+        if reset is not None and (left is None or int(left) <= 0):
+            # Some venues send the seconds left rather than the epoch second: no epoch is
+            # that small.
+            at = float(reset)
+            return max(0.0, at - now_s if at > EPOCH_2001 else at)
+    except ValueError:
+        return None
+    return None
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 4
@@ -53,7 +88,7 @@ class Retrier:
     policy: RetryPolicy
     clock: Clock
     on_error: Callable[[str], None] = lambda kind: None
-    retry_after: Callable[[], float | None] = lambda: None  # the last response's Retry-After
+    retry_after: Callable[[], float | None] = lambda: None  # the last answer's `asked_wait`
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     # Jitter only spreads retries out; it needs no cryptographic randomness.
     draw: Callable[[], float] = field(default_factory=lambda: random.Random().random)  # noqa: S311 - jitter, not a secret
@@ -74,9 +109,9 @@ class Retrier:
                 return await attempt()
             except ccxt.BaseError as error:
                 kind = error_kind(error)
-                self.on_error(kind or "exchange_error")
+                self.on_error(failure_kind(error))
                 if kind is None:
-                    raise ExchangeCallFailed(what, "exchange_error", str(error)[:200]) from error
+                    raise ExchangeCallFailed(what, failure_kind(error), str(error)[:200]) from error
                 asked = self.retry_after() if kind in {"rate_limited", "ddos_protection"} else None
                 if asked is not None:
                     # The exchange said how long: send nothing before then (the loop waits).

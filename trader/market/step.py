@@ -35,6 +35,7 @@ from trader.market.hygiene import (
     check_rows,
     quote_time,
 )
+from trader.market.no_trade import NoTradeBars
 from trader.market.quotes import SYNTHETIC_NOTICE, synthetic_quote
 from trader.market.skip_log import SkipLog
 from trader.market.window import BarWindow
@@ -103,6 +104,7 @@ class MarketDataStep:
         # The newest row judged per symbol: fetching resumes after it, so nothing is re-read.
         self.judged: dict[str, datetime] = {}
         self.missing: Counter[str] = Counter()  # bars the source never had, per symbol
+        self.no_trade = NoTradeBars()  # on a sparse feed: the bars with no trade, made
         self.status: dict[str, str] = {}  # why each skipped symbol skipped, in words
         self._log = get_logger("trader.market")
         self.skip_log = SkipLog(self._log)  # "symbol skipped" once a run of skips, not a tick
@@ -118,6 +120,13 @@ class MarketDataStep:
         """Check the symbols with the source and reload the windows from the ledger."""
         await self.feed.start(self.symbols)
         self._markets_loaded = now
+        sparse = {s: self.feed.no_trade_feed(s) for s in self.symbols}
+        self.no_trade.feeds = {s: f for s, f in sparse.items() if f is not None}
+        if self.no_trade.feeds:
+            self._log.info(
+                "sparse feed: a bar missing in a session is one with no trade, not a gap",
+                feeds=self.no_trade.feeds,
+            )
         if self.store is None:
             return
         self.calendars.cover(now)
@@ -214,13 +223,16 @@ class MarketDataStep:
             self._log.warning(
                 "bars dropped", symbol=symbol, **{str(p): n for p, n in check.problems.items()}
             )
+        newest = self._newest_end(symbol, now)
+        check = self.no_trade.fill(
+            check, self.calendars[symbol], self.timeframe, window.last, judged, newest
+        )
         self._count_missing(symbol, judged, check.judged)
         for bar in check.bars:
             window.add(bar, after_hole=self._hole_before(symbol, bar))
         self._accepted += check.bars
         if check.judged_until is not None:
             self.judged[symbol] = check.judged_until
-        newest = self._newest_end(symbol, now)
         last = window.last
         if newest is None or last is None or to_epoch_ms(last.end) < newest:
             # Why the bar that closed last is not there: dropped as bad, or not sent (yet).
@@ -243,7 +255,10 @@ class MarketDataStep:
             since = judged + ONE_MS
         rows = await fetch_since(self.feed, symbol, self.timeframe, since, now)
         check = check_rows(rows, symbol, self.timeframe, now, after=judged)
-        holes = [self._first_hole(calendar, judged, check.judged), *check.dropped]
+        # On a sparse feed an absent bar is one with no trade: only a bad row is asked again.
+        sparse = symbol in self.no_trade.feeds
+        absent = None if sparse else self._first_hole(calendar, judged, check.judged)
+        holes = [absent, *check.dropped]
         hole = min((h for h in holes if h is not None), default=None)
         if hole is None:
             return check

@@ -49,6 +49,7 @@ from trader.service.shutdown import close_ledger
 from trader.service.skill import start_skill
 from trader.service.status import model_fields, publish_status, runtime, status_text
 from trader.service.ticking import Ticking
+from trader.service.trade_stream import start_trade_stream
 from trader.telemetry.commands import MAX_NONCES
 from trader.telemetry.hooks import TelemetryHooks
 from trader.telemetry.metrics import CountedSkips
@@ -93,6 +94,7 @@ class Startup:
         self._step("scheduler")
         parts.ticks = self.ticking.loop(lock)
         parts.jobs = ScheduledJobs(parts, self.exchange, lock, self.log).start()
+        await start_trade_stream(parts, lock, stack, self.log)  # Alpaca: fills heard at once
 
         self._ready(venue)
 

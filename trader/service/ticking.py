@@ -62,6 +62,7 @@ class Ticking:
             market = parts.engine.market
             contiguous = {s: w.contiguous for s, w in market.windows.items()}
             parts.metrics.observe_windows(market.missing, contiguous)
+            parts.metrics.feed.observe_no_trade(market.no_trade.counts, market.no_trade.feeds)
         if report.ready:
             self.exchange.set(True, "reachable")
         elif "exchange_unavailable" in report.skipped.values():  # none ready, calls failing

@@ -4,6 +4,17 @@ Flat: a buy at the low (and, where shorting is allowed, a sell at the high). Lon
 the high is the take-profit. Short: the buy at the low covers. Orders expire at the horizon's
 end and are placed afresh each tick; they fill only when the market trades through them. Its
 limits are chosen from the forecast of the period it trades, never tuned on that period.
+
+A venue that forbids resting both sides of one symbol (`both_sides=False`: Alpaca, whose
+wash-trade check refuses an order opposite a resting one, HTTP 422 code 42210000) gets one
+side at a time. Holding, that is already so: only the side that reduces the position rests.
+Flat with both entries in reach, the side the median forecast favours rests: each entry
+profits only when the market then reaches the other extreme, and the expected drift carries
+it there after a buy when the median is above the last close, after a sell when below; no
+drift: the buy (a short costs borrow, and Alpaca shorts whole shares only). Alpaca's complex
+orders do not express the pair: an OCO's two legs are both exits on one side (a take-profit
+limit and a stop-loss stop), and a bracket or OTO has one entry whose exits follow it, not a
+buy entry and a sell entry at once.
 """
 
 from __future__ import annotations
@@ -17,10 +28,14 @@ from trader.strategy.base import Decision, DecisionContext, RestingLimits, stand
 class MaxDiffStrategy:
     name = "maxdiff"
 
-    def __init__(self, entry_quantile: float = 0.2, exit_quantile: float = 0.8) -> None:
+    def __init__(
+        self, entry_quantile: float = 0.2, exit_quantile: float = 0.8, *, both_sides: bool = True
+    ) -> None:
+        """`both_sides`: the venue lets a symbol rest a buy and a sell at once."""
         if not 0 < entry_quantile < exit_quantile < 1:
             raise ValueError("maxdiff needs 0 < entry quantile < exit quantile < 1")
         self.entry_quantile, self.exit_quantile = entry_quantile, exit_quantile
+        self.both_sides = both_sides
 
     def decide(self, ctx: DecisionContext) -> Decision:
         forecast = ctx.forecast
@@ -50,11 +65,21 @@ class MaxDiffStrategy:
         if entry_buy is None and entry_sell is None:
             why = "the forecast range does not straddle the market"
             return stand_aside(self.name, ctx, f"no trade: {why}", inputs)
-        direction = Direction.LONG if entry_sell is None else Direction.FLAT
+        why = ""
+        if entry_buy is not None and entry_sell is not None and not self.both_sides:
+            drift_bps = ctx.median_return() * 10_000
+            inputs["median_return_bps"] = round(drift_bps, 3)
+            if drift_bps < 0:
+                entry_buy = None
+            else:
+                entry_sell = None
+            favoured = "no drift" if drift_bps == 0 else f"median {drift_bps:+.1f} bps"
+            why = f" (one side at a time, as the venue requires: {favoured})"
         parts = [f"a buy at {low:.6g}"] if entry_buy else []
         parts += [f"a sell at {high:.6g}"] if entry_sell else []
         limits = RestingLimits(entry_buy, entry_sell, expires)
-        return self._rest(ctx, direction, limits, "rest " + " and ".join(parts), inputs, range_bps)
+        reason = "rest " + " and ".join(parts) + why
+        return self._rest(ctx, _direction(limits), limits, reason, inputs, range_bps)
 
     def _exit(
         self, ctx: DecisionContext, both: RestingLimits, inputs: Mapping[str, float | str]
@@ -85,3 +110,11 @@ class MaxDiffStrategy:
     ) -> Decision:
         signal = Signal(self.name, ctx.symbol, ctx.at, direction, reason, inputs)
         return Decision(signal, limits, edge_bps)
+
+
+def _direction(limits: RestingLimits) -> Direction:
+    """Where the entries lead: long from a buy alone, short from a sell alone, flat between
+    the two."""
+    if limits.sell_price is None:
+        return Direction.LONG
+    return Direction.SHORT if limits.buy_price is None else Direction.FLAT

@@ -12,7 +12,9 @@ from trader.strategy.maxdiff import MaxDiffStrategy
 from trader.strategy.simple import SimpleStrategy
 
 
-def build_strategy(name: str, settings: StrategySettings) -> Strategy:
+def build_strategy(name: str, settings: StrategySettings, *, both_sides: bool = True) -> Strategy:
+    """`both_sides`: the venue lets one symbol rest a buy and a sell at once
+    (`exchange.rests_both_sides`); where it does not, maxdiff rests one side at a time."""
     strategy: Strategy
     if name == "simple":
         strategy = SimpleStrategy()
@@ -21,11 +23,22 @@ def build_strategy(name: str, settings: StrategySettings) -> Strategy:
             settings.ci_lower_quantile, settings.ci_upper_quantile, settings.ci_multiplier
         )
     elif name == "maxdiff":
-        strategy = MaxDiffStrategy(settings.maxdiff_entry_quantile, settings.maxdiff_exit_quantile)
+        strategy = MaxDiffStrategy(
+            settings.maxdiff_entry_quantile, settings.maxdiff_exit_quantile, both_sides=both_sides
+        )
     else:
         raise ValueError(f"no strategy named {name!r}")
     return ConsensusGate(strategy) if settings.consensus else strategy
 
 
-def strategies_for(settings: StrategySettings, symbols: Sequence[str]) -> Mapping[str, Strategy]:
-    return {s: build_strategy(settings.per_symbol.get(s, settings.name), settings) for s in symbols}
+def strategies_for(
+    settings: StrategySettings, symbols: Sequence[str], *, both_sides: bool
+) -> Mapping[str, Strategy]:
+    """Each symbol's strategy; `both_sides`: as `build_strategy`'s (required here: the
+    engine's strategies must know what their venue forbids)."""
+    return {
+        s: build_strategy(
+            settings.per_symbol.get(s, settings.name), settings, both_sides=both_sides
+        )
+        for s in symbols
+    }

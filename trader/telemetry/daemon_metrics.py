@@ -50,6 +50,15 @@ class DaemonMetrics:
         self.mqtt_dropped = Counter(
             "trader_mqtt_dropped_total", "Events dropped (queue full or broker away)", registry=r
         )
+        self.trade_stream_connected = Gauge(
+            "trader_trade_stream_connected",
+            "1 while the venue's trade-updates stream is connected (Alpaca); 0: polling alone",
+            registry=r,
+        )  # fmt: skip
+        self.trade_stream_drops = Counter(
+            "trader_trade_stream_drops_total", "Times the trade-updates stream dropped",
+            registry=r,
+        )  # fmt: skip
         self.commands = Counter(
             "trader_mqtt_commands_total", "Commands received on the cmd topic, by result",
             ["command", "result"], registry=r,

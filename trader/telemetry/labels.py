@@ -17,7 +17,7 @@ from trader.engine.report import TickReport
 TICK_OUTCOMES = ("ok", "degraded", "failed", "missed")
 EXCHANGE_ERROR_KINDS = (
     "rate_limited", "ddos_protection", "timeout", "unavailable", "network", "bad_response",
-    "operation_failed", "exchange_error",
+    "operation_failed", "authentication", "exchange_error",
 )  # fmt: skip
 GPU_MEMORY_KINDS = ("allocated", "reserved", "peak_allocated")
 COMMANDS = ("pause", "resume", "flatten", "reload", "invalid")

@@ -18,11 +18,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from trader.clock import Clock
 from trader.config.trading_settings import RiskSettings
-from trader.domain import DomainError, OrderStatus, Portfolio, Quote, QuoteSource, Side
+from trader.domain import DomainError, Fill, OrderStatus, Portfolio, Quote, QuoteSource, Side
 from trader.engine.report import STAGES, TickReport
 from trader.market.hygiene import SkipCounter, SkipReason
 from trader.risk.state import TradingState, TradingStatus
 from trader.telemetry.daemon_metrics import DaemonMetrics
+from trader.telemetry.feed_metrics import FeedMetrics
 from trader.telemetry.labels import (
     GPU_MEMORY_KINDS,
     LATENESS,
@@ -32,6 +33,14 @@ from trader.telemetry.labels import (
     tick_outcome,
 )
 from trader.telemetry.quote_age import QuoteAges
+
+
+def count_fills(metrics: Metrics, fills: Sequence[Fill]) -> None:
+    """Fills booked by a tick, or between ticks (a venue's trade-updates stream)."""
+    for fill in fills:
+        metrics.fills.labels(fill.symbol, fill.side.value).inc()
+        if fill.quote_fee > 0:  # a fee in the base asset counts at the fill's price
+            metrics.fees.inc(_number(fill.quote_fee))
 
 
 def _number(value: Decimal) -> float:
@@ -148,6 +157,7 @@ class Metrics(DaemonMetrics):
             "Bars a symbol's calendar expected that the venue never had (asked twice)",
             ["symbol"], registry=r,
         )  # fmt: skip
+        self.feed = FeedMetrics(r)
         self.contiguous_bars = Gauge(
             "trader_window_contiguous_bars",
             "Newest bars of a symbol's window in a row, nothing missing between them",
@@ -240,10 +250,7 @@ class Metrics(DaemonMetrics):
             self.quote_ages.saw(symbol, at)
         for order in report.orders:
             self.orders.labels(order.symbol, order.side.value, order.status.value).inc()
-        for fill in report.fills:
-            self.fills.labels(fill.symbol, fill.side.value).inc()
-            if fill.quote_fee > 0:  # a fee in the base asset counts at the fill's price
-                self.fees.inc(_number(fill.quote_fee))
+        count_fills(self, report.fills)
         for symbol, quote in report.quotes.items():
             self.observe_quote(symbol, quote)
         if report.portfolio is not None:

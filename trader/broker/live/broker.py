@@ -12,7 +12,8 @@ protocol. It is a composition of parts, each in its own module:
   ledger has not booked, read from the venue's trade history.
 - `cancel.Cancelling`: cancel by client id, the venue's view deciding when it fails.
   Amend is cancel-and-replace (`trader.broker.amend`).
-- `poll.Polling`: each tick, what rests at the venue: fills, ends, expiries.
+- `poll.Polling`: each tick, what rests at the venue: fills, ends, expiries; and one order
+  at once when the venue's stream says it changed (`settle_now`, Alpaca's trade updates).
 - `reconcile.Reconciler`: the ledger's open orders, recent trades, foreign orders and
   balances against the venue's (see `trader.domain.reconciliation`).
 """
@@ -28,7 +29,7 @@ from typing import Any
 import ccxt.async_support as ccxt
 
 from trader.broker.amend import cancel_and_replace
-from trader.broker.live.book import OpenOrders
+from trader.broker.live.book import OpenOrders, lost_order_window_ms
 from trader.broker.live.cancel import Cancelling
 from trader.broker.live.fills import FillBooking
 from trader.broker.live.poll import Polling
@@ -63,7 +64,8 @@ class LiveBroker:
         client = VenueClient(
             exchange, instruments, retry or RetryPolicy(), monotonic=monotonic, sleep=sleep
         )
-        orders = OpenOrders(monotonic, settings.recv_window_ms)
+        # A venue without a recvWindow (Alpaca) leaves a lost order to reconciliation.
+        orders = OpenOrders(monotonic, lost_order_window_ms(exchange, settings.recv_window_ms))
         booking = FillBooking(client, orders)
         resolver = OutcomeResolver(client, orders, booking)
         cancelling = Cancelling(client, orders, booking, resolver)
@@ -99,6 +101,11 @@ class LiveBroker:
     ) -> list[Execution]:
         """Poll what rests at the venue: fills, ends, and expiries (cancelled at the venue)."""
         return await self._polling.poll(at)
+
+    async def settle_now(self, client_order_id: str, at: datetime) -> Execution | None:
+        """An order the venue's stream says changed, settled now as a poll would settle it:
+        whichever of the two sees a fill first books it, the other finds nothing new."""
+        return await self._polling.settle_now(client_order_id, at)
 
     async def reconcile(
         self, book: LedgerBook, at: datetime, *, dry_run: bool = False

@@ -60,6 +60,21 @@ class Polling(OrderParts):
                         executions.append(expired)
         return executions
 
+    async def settle_now(self, client_order_id: str, at: datetime) -> Execution | None:
+        """One open order brought up to the venue's state now, by the same path as a poll
+        (a stream said it changed); None when it is not open here or nothing changed. A call
+        that fails is left to the next poll."""
+        order = self.orders.by_client_id(client_order_id)
+        if order is None:
+            return None  # ended, booked already (by a poll or an earlier update), or not ours
+        try:
+            return await self._one(order, None, at)
+        except VenueMismatch as error:
+            self.client.log.error("venue mismatch", order=client_order_id, detail=str(error))
+        except ccxt.BaseError as error:
+            self.client.note("settle streamed update", order, error)
+        return None
+
     async def _one(
         self, order: Order, resting: VenueOrder | None, at: datetime
     ) -> Execution | None:

@@ -3,9 +3,10 @@
 In turn: every order the ledger holds open, as the venue has it now; the trades of the last
 day the ledger has not booked (late fills of orders it knows are booked, a trade of an order
 it does not know is something else trading on the account); open orders of our symbols the
-ledger does not know (left alone, or cancelled when `broker.unknown_orders` says so); and the
-venue's balances against what the ledger implies. A venue that cannot be read leaves the
-report incomplete; credentials it refuses are a problem.
+ledger does not know (left alone, or cancelled when `broker.unknown_orders` says so); the fees
+the venue posted since the ledger's oldest estimate (`fee_postings`); and the venue's balances
+against what the ledger implies, within the fee estimates still to be posted. A venue that
+cannot be read leaves the report incomplete; credentials it refuses are a problem.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
 from trader.broker.live.book import LIVE, LOOKING
+from trader.broker.live.fee_postings import book_fee_postings
 from trader.broker.live.fills import FillBooking
 from trader.broker.live.unknown import OutcomeResolver
 from trader.broker.live.venue import VenueClient
-from trader.broker.venue_errors import BrokerHalt, Meaning, classify
+from trader.broker.venue_errors import BrokerHalt, Meaning, classify, credentials_hint
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import Order, OrderStatus, decimal_from_float
 from trader.domain.execution import Execution
@@ -56,6 +58,7 @@ class Reconciler:
             await self._open_orders(book.open_orders, at, report)
             await self._recent_trades(book, at, report)
             await self._foreign_orders(book, report, dry_run)
+            await book_fee_postings(self.client, book, report)
             await self._balances(book, at, report)
         except BrokerHalt as error:
             report.problems.append(str(error))
@@ -64,7 +67,7 @@ class Reconciler:
             if found.meaning is Meaning.HALT:
                 report.problems.append(
                     f"{self.client.name} refused our credentials ({found.detail}): check "
-                    "exchange.api_key, exchange.api_secret and the key's permissions"
+                    f"{credentials_hint(self.client.exchange)}"
                 )
             else:
                 report.incomplete = f"{found.label}: {found.detail}"
@@ -85,7 +88,7 @@ class Reconciler:
                 if first:
                     report.notes.append(f"order {cid} was recorded but never reached the venue")
             elif order.status in LOOKING:
-                done = await self.resolver.resolve(order, at)
+                done = await self.resolver.resolve(order, at, reconciling=True)
                 if done is not None:
                     report.executions.append(done)
                 elif first:
@@ -178,10 +181,12 @@ class Reconciler:
             report.notes.append("no baseline of the venue's balances yet: balances not compared")
             return
         symbols = sorted(self.client.instruments)
-        portfolio = portfolio_after(book.portfolio, report.executions)
+        fees = report.fee_corrections
+        portfolio = portfolio_after(book.portfolio, report.executions, fees)
         checks = compare_balances(
-            expected_balances(book, portfolio, symbols), await self._venue_balances()
-        )
+            expected_balances(book, portfolio, symbols), await self._venue_balances(),
+            report.pending_fees,
+        )  # fmt: skip
         if not all(c.ok for c in checks):
             # A resting order may have filled between reading the orders and the balances:
             # read the orders again, then the balances, before calling it unexplained.
@@ -189,13 +194,16 @@ class Reconciler:
             latest |= {e.order.client_order_id: e.order for e in report.executions}
             again = [o for o in latest.values() if o.status in LIVE]
             await self._open_orders(again, at, report, first=False)
-            portfolio = portfolio_after(book.portfolio, report.executions)
+            portfolio = portfolio_after(book.portfolio, report.executions, fees)
             checks = compare_balances(
-                expected_balances(book, portfolio, symbols), await self._venue_balances()
-            )
+                expected_balances(book, portfolio, symbols), await self._venue_balances(),
+                report.pending_fees,
+            )  # fmt: skip
         report.balances += checks
         report.checked.append(f"balances of {', '.join(c.asset for c in checks)}")
         for check in checks:
+            if check.explained is not None:
+                report.notes.append(check.explained)
             if not check.ok:
                 report.problems.append(
                     f"{check.asset}: the venue holds {check.actual}, the ledger implies "

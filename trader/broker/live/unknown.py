@@ -4,7 +4,9 @@ connection, a 5xx, an unreadable body), or recorded before a restart and perhaps
 Such an order is settled only by looking it up by its client id, before anything else is
 done with it: found, it takes the venue's state and fills; not found once its window (the
 request's recvWindow plus a second of clock skew, `trader.broker.live.book`) has passed since
-it was sent, it can no longer arrive and is recorded as never having reached the venue. It
+it was sent, it can no longer arrive and is recorded as never having reached the venue. A
+venue without a recvWindow (Alpaca) has no such moment: the order stays UNKNOWN, looked up
+every poll, and only reconciliation, a while after the send, records it as never arrived. It
 is never sent again; a later tick decides afresh.
 """
 
@@ -16,7 +18,7 @@ from datetime import datetime
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueMismatch
-from trader.broker.live.book import OpenOrders
+from trader.broker.live.book import LATE_S, OpenOrders
 from trader.broker.live.fills import FillBooking
 from trader.broker.live.venue import VenueClient
 from trader.broker.venue_errors import BrokerHalt, Classified, Meaning
@@ -46,8 +48,12 @@ class OutcomeResolver:
             return resolved
         return Execution(unknown, reason=f"answer lost ({found.label}): looking it up")
 
-    async def resolve(self, order: Order, at: datetime) -> Execution | None:
-        """Settle an UNKNOWN order by looking it up; None while it stays unknown."""
+    async def resolve(
+        self, order: Order, at: datetime, *, reconciling: bool = False
+    ) -> Execution | None:
+        """Settle an UNKNOWN order by looking it up; None while it stays unknown.
+        `reconciling`: asked by reconciliation, which may give up on a venue without a
+        recvWindow."""
         try:
             venue = await self.client.lookup(order)
         except BrokerHalt:
@@ -58,12 +64,18 @@ class OutcomeResolver:
             return None
         if venue is not None:
             return await self.booking.settle(order, venue, at, reason="found at the venue")
-        if not self.orders.window_passed(order):
+        if not self.orders.window_passed(order, reconciling=reconciling):
             return None
         never = order.transition(OrderStatus.REJECTED)
         self.orders.track(never)
         window = self.orders.window_s
-        why = f"never reached the venue: not found {window:.0f}s after it was sent"
+        why = (
+            f"never reached the venue: not found {window:.0f}s after it was sent"
+            if window is not None
+            else f"never reached the venue: not found by reconciliation, over {LATE_S:.0f}s "
+            f"after it was sent ({self.client.name} has no recvWindow: an order it took "
+            "would show by then)"
+        )
         self.client.log.info("order never arrived", order=order.client_order_id)
         return Execution(never, reason=why)
 

@@ -19,7 +19,13 @@ from typing import Any, TypeVar
 import ccxt.async_support as ccxt
 
 from trader.broker.ccxt_orders import VenueOrder
-from trader.broker.venue_errors import BrokerHalt, Classified, Meaning, classify
+from trader.broker.venue_errors import (
+    BrokerHalt,
+    Classified,
+    Meaning,
+    classify,
+    credentials_hint,
+)
 from trader.domain import Instrument, Order
 from trader.logging import get_logger
 from trader.market.ccxt_feed import _PARSE_ERRORS, retry_after
@@ -67,7 +73,7 @@ class VenueClient:
         if found.meaning is Meaning.HALT:
             self._halted = (
                 f"{self.name} refused our credentials ({found.detail}): check "
-                "exchange.api_key, exchange.api_secret and the key's permissions (spot trading)"
+                f"{credentials_hint(self.exchange)}"
             )
             self.log.error("credentials refused", what=what, detail=found.detail)
             raise BrokerHalt(self._halted) from error

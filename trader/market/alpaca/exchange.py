@@ -4,182 +4,48 @@ step and the live broker make of a ccxt exchange (`load_markets`, `fetch_ohlcv`,
 `fetch_my_trades`, `fetch_balance`), with failures raised as ccxt's error classes
 (`errors`). So one live broker, with its guarantees (an order sent once under our client id,
 lost answers looked up by that id, fills booked once, reconciliation), serves both venues.
+This module is the trading side; the read side (markets, bars, quotes, calling the SDK) is
+`trader.market.alpaca.markets`.
 
-- The SDK is synchronous: each call runs in a worker thread, under `exchange.timeout_s`
-  (the SDK sets none), and the SDK's own retries are off: the retrier decides (Retry-After
-  honoured).
-- Fills are polled, as with ccxt: an order's fills are its FILL activities, crypto fees its
-  CFEE ones. The trade-updates stream is not used.
-- Account rules are checked before an order leaves (`rules`): refused with the reason.
+- Fills are polled, as with ccxt: an order's fills are its FILL activities, each with its fee
+  estimated (Alpaca posts fees at the end of the day, CFEE and FEE activities naming no
+  order: `fetch_fee_postings`, `fees`). The trade-updates stream (`stream`) only says
+  when to look at an order at once.
+- Account rules are checked before an order leaves (`rules`, on `facts` read with as few
+  requests as the order needs): refused with the reason.
+- Alpaca has no recvWindow: an order whose answer was lost may still appear later, so
+  `has["recvWindow"]` is False and the live broker leaves it unknown until reconciliation.
+- The orders we placed are kept as placed (they never change): their fills need no
+  second read of the order.
+- Maker or taker: a market order's fills, and a limit's that crossed the quote when it was
+  placed, are taker; a resting limit's are maker (`wire.liquidity`).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_DOWN, Decimal
-from typing import Any, TypeVar
-from zoneinfo import ZoneInfo
+from decimal import Decimal
+from typing import Any
 
 import ccxt.async_support as ccxt
-import requests
-from ccxt.base.decimal_to_precision import TICK_SIZE
 
-from alpaca.common.enums import Sort
-from alpaca.data.enums import DataFeed
-from alpaca.data.historical import CryptoHistoricalDataClient, StockHistoricalDataClient
-from alpaca.data.requests import (
-    CryptoBarsRequest,
-    CryptoLatestQuoteRequest,
-    StockBarsRequest,
-    StockLatestQuoteRequest,
-)
-from alpaca.trading.client import TradingClient
-from alpaca.trading.enums import AssetStatus, OrderSide, QueryOrderStatus, TimeInForce
-from alpaca.trading.requests import (
-    GetAssetsRequest,
-    GetOrdersRequest,
-    LimitOrderRequest,
-    MarketOrderRequest,
-)
-from trader.clock import Clock, WallClock
-from trader.domain import Timeframe, from_epoch_ms
-from trader.market.alpaca import rules, wire
-from trader.market.alpaca.errors import as_ccxt, retry_after
+from alpaca.trading.enums import OrderSide, QueryOrderStatus, TimeInForce
+from alpaca.trading.requests import GetOrdersRequest, LimitOrderRequest, MarketOrderRequest
+from trader.domain import from_epoch_ms
+from trader.market.alpaca import facts, fees, rules, wire
+from trader.market.alpaca.markets import NEW_YORK, AlpacaMarkets
+from trader.market.alpaca.markets import as_list as _list
+from trader.market.alpaca.markets import as_object as _dict
 
-T = TypeVar("T")
-NEW_YORK = ZoneInfo("America/New_York")
+__all__ = ["NEW_YORK", "AlpacaExchange"]
 ACTIVITY_PAGE = 100
+KEPT_ORDERS = 10_000  # orders placed here whose placing is remembered (maker or taker)
 
 
-class AlpacaExchange:
-    id = "alpaca"
-    precisionMode = TICK_SIZE  # ccxt's name
-    # fetch_my_trades answers every trade since `since` at once (it pages Alpaca's activities).
-    has: Mapping[str, bool] = {"fetchBidsAsks": True, "fetchMyTradesWhole": True}
-    features: Mapping[str, Any] = {"spot": {"fetchOHLCV": {"limit": 10_000}}}
-
-    def __init__(
-        self,
-        trading: TradingClient,
-        stocks: StockHistoricalDataClient,
-        crypto: CryptoHistoricalDataClient,
-        *,
-        feed: str = "iex",
-        extended_hours: Sequence[str] = (),
-        clock: Clock | None = None,
-        sessions: Sequence[requests.Session] = (),
-    ) -> None:
-        """`clock`: the venue's time (the daemon's), for the spans it asks about; `sessions`:
-        the HTTP sessions the clients use, closed with the exchange."""
-        self._trading, self._stocks, self._crypto = trading, stocks, crypto
-        self._sessions = tuple(sessions)
-        self._clock = clock or WallClock()
-        self._feed = DataFeed.SIP if feed == "sip" else DataFeed.IEX
-        self._extended = frozenset(extended_hours)
-        self.markets: dict[str, dict[str, Any]] | None = None
-        self.options: dict[str, Any] = {}
-        self.last_response_headers: dict[str, str] = {}
-
-    # --- calling the SDK --------------------------------------------------------------------
-
-    async def _call(self, call: Callable[..., T], *args: Any) -> T:
-        """`call` in a worker thread; a failure as the ccxt error that means the same."""
-        try:
-            result = await asyncio.to_thread(call, *args)
-        except Exception as error:
-            mapped = as_ccxt(error)
-            if mapped is None:
-                raise
-            asked = retry_after(error)
-            self.last_response_headers = {"Retry-After": str(asked)} if asked is not None else {}
-            raise mapped from error
-        self.last_response_headers = {}
-        return result
-
-    async def close(self) -> None:
-        for session in self._sessions:
-            session.close()
-
-    # --- markets ----------------------------------------------------------------------------
-
-    async def load_markets(self, reload: bool = False) -> dict[str, dict[str, Any]]:
-        if self.markets is None or reload:
-            request = GetAssetsRequest(status=AssetStatus.ACTIVE)
-            assets = await self._call(self._trading.get_all_assets, request)
-            self.markets = {wire.unified(a): wire.market(a) for a in _list(assets)}
-        return self.markets
-
-    def market(self, symbol: str) -> dict[str, Any]:
-        markets = self.markets or {}
-        if symbol not in markets:
-            raise ccxt.BadSymbol(f"alpaca does not list {symbol}")
-        return markets[symbol]
-
-    def _is_stock(self, symbol: str) -> bool:
-        return bool(self.market(symbol)["info"].get("class") != "crypto")
-
-    def safe_currency_code(self, code: Any) -> str:
-        return str(code)
-
-    def amount_to_precision(self, symbol: str, amount: float) -> str:
-        return _to_step(amount, self.market(symbol)["precision"]["amount"])
-
-    def price_to_precision(self, symbol: str, price: float) -> str:
-        return _to_step(price, self.market(symbol)["precision"]["price"])
-
-    # --- market data ------------------------------------------------------------------------
-
-    async def fetch_ohlcv(
-        self, symbol: str, timeframe: str, since: int | None, limit: int | None
-    ) -> list[list[Any]]:
-        frame = Timeframe(timeframe)
-        size = min(limit or 1000, 10_000)
-        start = from_epoch_ms(since) if since is not None else None
-        newest = start is None  # the latest bars: ask newest first from far enough back
-        if start is None:
-            back = frame.duration * size * (5 if self._is_stock(symbol) else 1)
-            start = self._clock.now() - back
-        fields: dict[str, Any] = {
-            "symbol_or_symbols": [self.market(symbol)["id"]], "start": start, "limit": size,
-            "timeframe": wire.alpaca_timeframe(frame), "sort": Sort.DESC if newest else Sort.ASC,
-        }  # fmt: skip
-        if self._is_stock(symbol):
-            request = StockBarsRequest(**fields, feed=self._feed)
-            raw = await self._call(self._stocks.get_stock_bars, request)
-        else:
-            raw = await self._call(self._crypto.get_crypto_bars, CryptoBarsRequest(**fields))
-        bars = _dict(raw).get(self.market(symbol)["id"]) or []
-        rows = [wire.bar_row(b) for b in bars]
-        return rows[::-1] if newest else rows
-
-    async def fetch_bids_asks(self, symbols: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The latest quote of each symbol: one call for the stocks, one for the crypto."""
-        stocks = [s for s in symbols if self._is_stock(s)]
-        coins = [s for s in symbols if not self._is_stock(s)]
-        quotes: dict[str, Any] = {}
-        if stocks:
-            ids = [self.market(s)["id"] for s in stocks]
-            request = StockLatestQuoteRequest(symbol_or_symbols=ids, feed=self._feed)
-            quotes |= _dict(await self._call(self._stocks.get_stock_latest_quote, request))
-        if coins:
-            request_ = CryptoLatestQuoteRequest(
-                symbol_or_symbols=[self.market(s)["id"] for s in coins]
-            )
-            quotes |= _dict(await self._call(self._crypto.get_crypto_latest_quote, request_))
-        out = {}
-        for symbol in symbols:
-            quote = quotes.get(self.market(symbol)["id"])
-            if isinstance(quote, Mapping) and quote.get("bp") is not None:
-                out[symbol] = {
-                    "bid": quote.get("bp"), "ask": quote.get("ap"),
-                    "bidVolume": quote.get("bs"), "askVolume": quote.get("as"),
-                    "timestamp": wire.stamp(quote.get("t")),
-                }  # fmt: skip
-        return out
-
-    # --- orders -----------------------------------------------------------------------------
+class AlpacaExchange(AlpacaMarkets):
+    """The trading side: orders, fills, fee postings and balances, with Alpaca's account
+    rules checked before an order leaves."""
 
     async def create_order(
         self,
@@ -194,14 +60,14 @@ class AlpacaExchange:
         qty = Decimal(repr(amount))  # as asked: never quietly less (the rules judge it)
         limit = Decimal(self.price_to_precision(symbol, price)) if price is not None else None
         stock = self._is_stock(symbol)
-        facts = await self._facts(symbol, side, qty, limit, stock)
-        why = rules.refusal(facts)
+        known = await self._facts(symbol, side, qty, limit)
+        why = rules.refusal(known)
         if why is None and qty != Decimal(self.amount_to_precision(symbol, amount)):
             step = self.market(symbol)["precision"]["amount"]
             why = f"{symbol}: {qty} is not a multiple of Alpaca's smallest amount {step}"
         if why is not None:
             raise ccxt.InvalidOrder(f"alpaca: not sent: {why}")
-        extended = stock and not facts.market_open
+        extended = stock and known.session in {"pre", "after"}
         tif = TimeInForce(rules.time_in_force(stock, limit is not None, qty % 1 != 0, extended))
         common: dict[str, Any] = {
             "symbol": self.market(symbol)["id"], "qty": float(qty), "client_order_id": cid,
@@ -212,37 +78,44 @@ class AlpacaExchange:
             if limit is not None
             else MarketOrderRequest(**common)
         )
-        raw = await self._call(self._trading.submit_order, request)
-        return wire.order(_dict(raw), symbol)
+        self._crossed[cid] = await self._crosses(symbol, side, limit)
+        raw = _dict(await self._call(self._trading.submit_order, request))
+        placed = wire.order(raw, symbol)
+        self._placed[str(raw["id"])] = raw
+        for kept in (self._placed, self._crossed):  # the newest orders: those still filling
+            while len(kept) > KEPT_ORDERS:
+                del kept[next(iter(kept))]
+        return placed
+
+    async def _crosses(self, symbol: str, side: str, limit: Decimal | None) -> bool:
+        """Whether the order takes liquidity as it is placed: a market order, or a limit at
+        or through the other side of the quote now (None known: not marketable)."""
+        if limit is None:
+            return True
+        quote = await self.latest_quote(symbol)
+        touch = quote.get("ask" if side == "buy" else "bid")
+        if touch is None:
+            return False
+        return limit >= Decimal(str(touch)) if side == "buy" else limit <= Decimal(str(touch))
 
     async def _facts(
-        self, symbol: str, side: str, qty: Decimal, limit: Decimal | None, stock: bool
+        self, symbol: str, side: str, qty: Decimal, limit: Decimal | None
     ) -> rules.OrderFacts:
-        """What the rules need, read from the account now; a read that fails refuses the
-        order (it is not sent; the next tick decides afresh)."""
+        """What the rules need, read with as few requests as this order needs (`facts`); a
+        read that fails refuses the order (it is not sent; the next tick decides afresh)."""
         try:
-            account = _dict(await self._call(self._trading.get_account))
-            held = await self._held()
-            clock = _dict(await self._call(self._trading.get_clock)) if stock else {}
-            price = limit
-            if price is None and side == "buy":
-                quote = (await self.fetch_bids_asks([symbol])).get(symbol, {})
-                price = Decimal(str(quote["ask"])) if quote.get("ask") is not None else None
-            today = await self._sides_today(symbol) if stock else set()
+            return await facts.order_facts(
+                self, symbol=symbol, side=side, amount=qty, limit=limit,
+                market=self.market(symbol), extended=symbol in self._extended,
+                local_now=self._clock.now().astimezone(NEW_YORK),
+            )  # fmt: skip
         except ccxt.BaseError as error:
             why = f"alpaca: not sent: the account could not be read ({error})"
             raise ccxt.InvalidOrder(why) from error
-        base, quote_asset = symbol.split("/")
-        cash = Decimal(str(account.get("non_marginable_buying_power") or account.get("cash")))
-        return rules.OrderFacts(
-            symbol=symbol, side=side, amount=qty, price=price, limit=limit is not None,
-            stock=stock, asset=self.market(symbol)["info"], held=held.get(base, Decimal(0)),
-            cash_available=cash if quote_asset == "USD" else held.get(quote_asset, Decimal(0)),
-            market_open=bool(clock.get("is_open")), extended=symbol in self._extended,
-            equity=Decimal(str(account.get("equity") or 0)),
-            day_trades=int(account.get("daytrade_count") or 0),
-            other_side_today=("sell" if side == "buy" else "buy") in today,
-        )  # fmt: skip
+
+    async def held(self) -> dict[str, Decimal]:
+        """Each position's quantity available to sell, by asset (negative: short)."""
+        return await self._held()
 
     async def _held(self, available: bool = True) -> dict[str, Decimal]:
         """Each position's quantity by asset (available to sell, or all of it)."""
@@ -255,7 +128,8 @@ class AlpacaExchange:
             out[asset] = Decimal(str(p.get(field) or p.get("qty") or 0))
         return out
 
-    async def _sides_today(self, symbol: str) -> set[str]:
+    async def sides_today(self, symbol: str) -> set[str]:
+        """The sides `symbol` traded on today (New York's date)."""
         today = self._clock.now().astimezone(NEW_YORK)
         opened = today.replace(hour=0, minute=0, second=0, microsecond=0)
         return {str(f.get("side")) for f in await self._activities("FILL", opened, symbol)}
@@ -283,7 +157,7 @@ class AlpacaExchange:
         order_id = id
         if order_id is None:
             order_id = (await self.fetch_order(None, symbol, params))["id"]
-        await self._call(self._trading.cancel_order_by_id, str(order_id))
+        await self._call(self._trading.cancel_order_by_id, str(order_id), cancelling=True)
         return await self.fetch_order(order_id, symbol)
 
     async def fetch_open_orders(self, symbol: str) -> list[dict[str, Any]]:
@@ -304,22 +178,37 @@ class AlpacaExchange:
         order_id = (params or {}).get("orderId")
         placed: dict[str, Any] | None = None
         if order_id is not None:
-            placed = _dict(await self._call(self._trading.get_order_by_id, str(order_id)))
+            # As we placed it (it never changes), else read; with whether it crossed.
+            placed = self._placed.get(str(order_id)) or _dict(
+                await self._call(self._trading.get_order_by_id, str(order_id))
+            )
+            placed = placed | {wire.CROSSED: self._crossed.get(str(placed.get("client_order_id")))}
             after = datetime.fromtimestamp((wire.stamp(placed.get("created_at")) or 0) / 1000, UTC)
             after -= timedelta(seconds=1)
         else:
             after = from_epoch_ms(since) if since is not None else self._clock.now() - timedelta(
                 days=1)  # fmt: skip
         fills = await self._activities("FILL", after, symbol)
-        fees = await self._activities("CFEE", after, symbol) if not self._is_stock(symbol) else []
         if order_id is not None:
             fills = [f for f in fills if f.get("order_id") == order_id]
-        return wire.trades(fills, fees, symbol, placed)
+        return wire.trades(fills, symbol, placed, stock=self._is_stock(symbol), tier=self._fee_tier)
 
-    async def _activities(self, kind: str, after: datetime, symbol: str) -> list[dict[str, Any]]:
-        """Every `kind` activity of `symbol` after `after`, oldest first, page by page."""
-        wanted = self.market(symbol)["id"]
-        names = {wanted, wanted.replace("/", "")}
+    async def fetch_fee_postings(self, since: datetime) -> list[dict[str, Any]]:
+        """The fees Alpaca posted (CFEE, FEE activities) for days from `since`'s on (`fees`)."""
+        unified: dict[str, str] = {}
+        for symbol, listed in (self.markets or {}).items():
+            unified |= {listed["id"]: symbol, str(listed["id"]).replace("/", ""): symbol}
+        day = since.astimezone(NEW_YORK).replace(hour=0, minute=0, second=0, microsecond=0)
+        after = day - timedelta(days=1)  # a fee's time is its date's start (UTC, New York)
+        kinds = [await self._activities(kind, after, None) for kind in fees.FEE_KINDS]
+        return fees.postings([a for page in kinds for a in page], unified)
+
+    async def _activities(
+        self, kind: str, after: datetime, symbol: str | None
+    ) -> list[dict[str, Any]]:
+        """Every `kind` activity (of `symbol`, or all) after `after`, oldest first, by page."""
+        wanted = self.market(symbol)["id"] if symbol is not None else None
+        names = {wanted, wanted.replace("/", "")} if wanted is not None else None
         out: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -328,7 +217,7 @@ class AlpacaExchange:
             if token is not None:
                 query["page_token"] = token
             page = _list(await self._call(self._trading.get, f"/account/activities/{kind}", query))
-            out += [a for a in page if a.get("symbol") in names]
+            out += [a for a in page if names is None or a.get("symbol") in names]
             if len(page) < ACTIVITY_PAGE:
                 return out
             token = str(page[-1]["id"])
@@ -339,30 +228,3 @@ class AlpacaExchange:
         total: dict[str, float | str] = {"USD": str(account.get("cash"))}
         total |= {asset: str(qty) for asset, qty in (await self._held(available=False)).items()}
         return {"total": {k: float(v) for k, v in total.items()}}
-
-    async def clock(self) -> dict[str, Any]:
-        """Alpaca's market clock: now, whether the stock market is open, next open and close."""
-        return _dict(await self._call(self._trading.get_clock))
-
-    async def calendar(self, start: str, end: str) -> list[dict[str, Any]]:
-        from alpaca.trading.requests import GetCalendarRequest  # noqa: PLC0415
-
-        request = GetCalendarRequest(start=start, end=end)
-        return _list(await self._call(self._trading.get_calendar, request))
-
-
-def _to_step(value: float, step: float) -> str:
-    exact, grid = Decimal(repr(value)), Decimal(repr(step))
-    return str((exact / grid).to_integral_value(ROUND_DOWN) * grid)
-
-
-def _dict(raw: Any) -> dict[str, Any]:
-    if not isinstance(raw, dict):
-        raise ccxt.BadResponse(f"alpaca: expected an object, got {type(raw).__name__}")
-    return raw
-
-
-def _list(raw: Any) -> list[dict[str, Any]]:
-    if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
-        raise ccxt.BadResponse(f"alpaca: expected a list of objects, got {type(raw).__name__}")
-    return raw

@@ -5,7 +5,17 @@ emulator) through the SDK's documented `url_override` when it is set.
 At start-up every symbol is checked against Alpaca's asset list, and every stock's trading
 calendar against Alpaca's calendar: a stock must be given its exchange's calendar
 (`market.calendars`, e.g. XNYS), whose sessions must be Alpaca's, so that its ticks follow the
-session while crypto trades around the clock."""
+session while crypto trades around the clock.
+
+alpaca-py 0.44 has no public way to set a request timeout or to turn its retries off: its
+RESTClient builds its own `requests.Session()` and takes no session, adapter or timeout;
+it takes `retry_attempts`/`retry_exception_codes`, but TradingClient and the data clients do
+not pass them on (and `retry_attempts=0` is read as "the default, 3"). Left alone, a request
+could hang forever, and a 429 would be slept on for a fixed 3 s, three times, before we heard
+of it. So `_take_over` sets the two attributes behind them, once, after checking they are
+what this code was written against, and pyproject.toml pins alpaca-py to 0.44.x;
+tests/unit/market/test_alpaca_sdk.py fails when the installed SDK changes any of this (or
+gains a public way, which should then be used instead)."""
 
 from __future__ import annotations
 
@@ -14,6 +24,7 @@ from datetime import timedelta
 from importlib.metadata import version
 from typing import Any
 
+import ccxt.async_support as ccxt
 import requests
 
 from alpaca.common.rest import RESTClient
@@ -22,13 +33,19 @@ from alpaca.trading.client import TradingClient
 from trader.clock import Clock
 from trader.config.market_settings import ExchangeSettings
 from trader.domain import from_epoch_ms, to_epoch_ms
+from trader.logging import get_logger
 from trader.market.alpaca.exchange import NEW_YORK, AlpacaExchange
+from trader.market.alpaca.wire import RECENT_SIP_REFUSED
 from trader.market.calendars.registry import CONTINUOUS, build_calendar, canonical_name
 from trader.market.ccxt_feed import CcxtMarketData
 from trader.market.feed import SymbolsRefused
 from trader.market.retry import RetryPolicy
 
 SESSIONS_CHECKED = timedelta(days=14)  # how far ahead a stock's sessions are compared
+FEED_WORDS = {
+    "iex": "IEX's trades alone (free): a minute with no IEX trade is a bar with no trade",
+    "sip": "every US exchange's trades (needs real-time SIP: Algo Trader Plus)",
+}
 
 
 class _TimedSession(requests.Session):
@@ -62,7 +79,8 @@ def alpaca_exchange(settings: ExchangeSettings, clock: Clock) -> AlpacaExchange:
     sessions = [_take_over(c, settings.timeout_s) for c in (trading, stocks, crypto)]
     return AlpacaExchange(
         trading, stocks, crypto, feed=alpaca.feed, extended_hours=alpaca.extended_hours,
-        clock=clock, sessions=sessions,
+        clock=clock, sessions=sessions, crypto_fee_tier=alpaca.crypto_fee_tier,
+        credential_settings=alpaca.key_names(),
     )  # fmt: skip
 
 
@@ -108,12 +126,49 @@ class AlpacaMarketData(CcxtMarketData):
 
     async def start(self, symbols: Sequence[str]) -> None:
         await super().start(symbols)
+        stocks = [s for s in symbols if self._is_stock(s)]
+        if stocks:  # which feed, said once: IEX's bars have gaps that are not holes
+            get_logger("trader.market").info(
+                "alpaca stock data feed", feed=self.alpaca.feed, stocks=stocks,
+                setting="exchange.alpaca.feed", what=FEED_WORDS[self.alpaca.feed],
+            )  # fmt: skip
+            if self.alpaca.feed == "sip":
+                await self._check_sip(stocks[0])
         if self.check_sessions:
             await self._check_sessions(symbols)
 
+    def _is_stock(self, symbol: str) -> bool:
+        return bool(self.alpaca.market(symbol)["info"].get("class") != "crypto")
+
+    def no_trade_feed(self, symbol: str) -> str | None:
+        """For a stock on IEX, "iex": a minute with no IEX trade has no bar (`MarketData`)."""
+        return "iex" if self.alpaca.feed == "iex" and self._is_stock(symbol) else None
+
+    async def _check_sip(self, stock: str) -> None:
+        """Whether the account's data plan serves recent SIP data: the Free plan does not,
+        and every tick would fail; said now, once, with the setting to change. Any other
+        failure is the ticks' to meet and report."""
+        try:
+            await self.alpaca.fetch_ohlcv(stock, "1m", None, 1)
+        except ccxt.BaseError as error:
+            if RECENT_SIP_REFUSED in str(error):
+                raise SymbolsRefused(
+                    'exchange.alpaca.feed = "sip", but Alpaca refuses this account recent SIP '
+                    f'data (HTTP 403 "{RECENT_SIP_REFUSED}": the Free plan has SIP only 15 '
+                    'minutes late): set exchange.alpaca.feed = "iex", or subscribe to a plan '
+                    "with real-time SIP (Algo Trader Plus)"
+                ) from error
+
+    async def refresh_markets(self, symbols: Sequence[str]) -> None:
+        """The asset list is read again once a day (`AlpacaExchange.load_markets`), and at
+        once when a symbol is missing from it (it may have been listed since)."""
+        if any(s not in (self.alpaca.markets or {}) for s in symbols):
+            await self._call("reload assets", self.alpaca.reload_assets)
+        await super().refresh_markets(symbols)
+
     async def _check_sessions(self, symbols: Sequence[str]) -> None:
         """Stocks need their exchange's calendar, and its sessions must be Alpaca's."""
-        stocks = [s for s in symbols if self.alpaca.market(s)["info"].get("class") != "crypto"]
+        stocks = [s for s in symbols if self._is_stock(s)]
         continuous = [s for s in stocks if canonical_name(self._calendars.get(s, "")
                                                           or CONTINUOUS) == CONTINUOUS]  # fmt: skip
         if continuous:

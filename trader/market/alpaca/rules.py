@@ -1,15 +1,56 @@
 """Alpaca's account rules, checked before an order is sent so that it is refused here with
-the reason rather than at Alpaca: trading hours for stocks, whole shares where an asset is
-not fractionable, shorting only where Alpaca lends the stock, the pattern-day-trader rule,
-and buying power. Each check reads facts the exchange fetched; none calls out itself."""
+the reason rather than at Alpaca: trading hours for stocks (the regular session, and
+Alpaca's extended sessions for the stocks allowed them), whole shares where an asset is not
+fractionable, shorting only on a margin account and where Alpaca lends the stock, the
+pattern-day-trader rule, and buying power. Each check reads facts the exchange fetched; none
+calls out itself.
+
+Sources: Alpaca's "Orders at Alpaca" (docs.alpaca.markets/docs/orders-at-alpaca: buying power
+for buys and short sales, extended hours: limit orders with time_in_force day and
+extended_hours true, pre-market 04:00-09:30 and after-hours 16:00-20:00 ET), its support
+page "How do you trade in extended hours" (the same hours), and "Pattern Day Trader
+Protection" (the rule judges on the previous close's equity, `last_equity`, not the equity
+now). Fractions in the extended sessions: the documentation (alpacahq/alpaca-docs,
+trading/orders.md: "Fractional shares and orders with notional sizes are not available during
+extended hours trading") and a 2023 announcement on Alpaca's blog (fractional limit orders
+in the extended sessions) disagree; the documentation is followed, as the emulator does:
+a fraction is refused then, which costs a tick at worst, where the other reading could send
+orders Alpaca rejects."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, time
 from decimal import Decimal
+from typing import Literal
 
 PDT_EQUITY = Decimal(25_000)
 PDT_DAY_TRADES = 3  # the fourth within five sessions is refused
+SHORT_MARKUP = Decimal("1.03")  # a short sale's value: 3% above the ask (Alpaca's docs)
+Session = Literal["regular", "pre", "after", "closed"]
+_SESSION_WORDS = {"pre": "pre-market", "after": "after-hours"}
+
+
+def session_at(local: datetime, day: Mapping[str, object] | None) -> Session:
+    """The stock market's session at `local` (New York time) from Alpaca's calendar day of
+    that date (`open`/`close` "HH:MM", `session_open`/`session_close` "HHMM"), None when it
+    is not a trading day."""
+    if day is None or str(day.get("date")) != local.date().isoformat():
+        return "closed"
+
+    def at(field: str, default: str) -> time:
+        text = str(day.get(field) or default).replace(":", "")
+        return time(int(text[:2]), int(text[2:4]))
+
+    now = local.time()
+    if at("open", "0930") <= now < at("close", "1600"):
+        return "regular"
+    if at("session_open", "0400") <= now < at("open", "0930"):
+        return "pre"
+    if at("close", "1600") <= now < at("session_close", "2000"):
+        return "after"
+    return "closed"
 
 
 @dataclass(frozen=True)
@@ -21,13 +62,15 @@ class OrderFacts:
     limit: bool
     stock: bool
     asset: dict[str, object]  # Alpaca's asset record
-    held: Decimal  # the position's available quantity now
-    cash_available: Decimal  # buying power in the pair's quote (USD cash, or a USDT position)
-    market_open: bool  # stocks: the regular session (Alpaca's clock)
+    held: Decimal  # the position's available quantity now (negative: short)
+    cash_available: Decimal  # buying power in the pair's quote (USD, or a USDT position)
+    session: Session  # stocks: the market's session now (Alpaca's calendar)
     extended: bool  # stocks: this symbol may trade in the pre- and after-market
-    equity: Decimal
+    last_equity: Decimal  # the equity at the previous close: the PDT rule's measure
     day_trades: int  # Alpaca's daytrade_count (last five sessions)
     other_side_today: bool  # this stock traded on the other side in today's session
+    margin: bool = False  # a margin account with shorting enabled (multiplier > 1)
+    ask: Decimal | None = None  # the latest ask: a short sale's value is 3% above it
 
 
 def refusal(facts: OrderFacts) -> str | None:
@@ -56,24 +99,37 @@ def _whole_shares(facts: OrderFacts) -> str | None:
 
 
 def _hours(facts: OrderFacts) -> str | None:
-    if not facts.stock or facts.market_open:
+    if not facts.stock or facts.session == "regular":
         return None
+    if facts.session == "closed":
+        return (
+            f"the market for {facts.symbol} is closed (no regular or extended session now: "
+            "nights 20:00-04:00 ET, weekends, holidays): no stock order is sent"
+        )
+    words = _SESSION_WORDS[facts.session]
     if not facts.extended:
         return (
-            f"the market for {facts.symbol} is closed: no stock order outside the session "
-            "(exchange.alpaca.extended_hours lists stocks that may trade then)"
+            f"the market for {facts.symbol} is closed: it is the {words} session, and "
+            "exchange.alpaca.extended_hours does not list this stock"
         )
     if not facts.limit:
-        return f"{facts.symbol}: outside the regular session Alpaca takes limit orders only"
+        return f"{facts.symbol}: in the {words} session Alpaca takes limit orders only"
+    if not _whole(facts):
+        return f"{facts.symbol}: in the {words} session Alpaca takes whole shares only"
     return None
 
 
 def _short(facts: OrderFacts) -> str | None:
     if facts.side != "sell" or facts.amount <= facts.held:
         return None
-    name, short = facts.symbol, facts.amount - facts.held
+    name, short = facts.symbol, facts.amount - max(facts.held, Decimal(0))
     if not facts.stock:
         return f"{name}: Alpaca does not short crypto (sell {facts.amount}, hold {facts.held})"
+    if not facts.margin:
+        return (
+            f"{name}: a short of {short} needs a margin account with shorting enabled; this "
+            f"Alpaca account is a cash account (sell {facts.amount}, hold {facts.held})"
+        )
     if not (facts.asset.get("shortable") and facts.asset.get("easy_to_borrow")):
         return f"{name} is not shortable at Alpaca (a short of {short} was asked)"
     return None if _whole(facts) else f"{name}: Alpaca shorts whole shares only"
@@ -83,20 +139,31 @@ def _pattern_day_trader(facts: OrderFacts) -> str | None:
     if (
         facts.stock
         and facts.other_side_today
-        and facts.equity < PDT_EQUITY
+        and facts.last_equity < PDT_EQUITY
         and facts.day_trades >= PDT_DAY_TRADES
     ):
         return (
-            f"{facts.symbol}: a fourth day trade in five sessions with equity {facts.equity} "
-            f"under {PDT_EQUITY} (the pattern-day-trader rule)"
+            f"{facts.symbol}: a fourth day trade in five sessions with last_equity "
+            f"{facts.last_equity} (the previous close's) under {PDT_EQUITY} "
+            "(the pattern-day-trader rule)"
         )
     return None
 
 
 def _buying_power(facts: OrderFacts) -> str | None:
-    if facts.side != "buy" or facts.price is None:
-        return None
-    cost = facts.amount * facts.price
+    """A buy costs its amount at the limit (or the ask); a short sale its short part at the
+    greater of the limit and 3% above the ask (Alpaca's docs); a sale of what is held costs
+    nothing."""
+    if facts.side == "buy":
+        if facts.price is None:
+            return None
+        cost = facts.amount * facts.price
+    else:
+        short = facts.amount - max(facts.held, Decimal(0))
+        if short <= 0 or facts.ask is None:
+            return None
+        cost = short * max(facts.price if facts.limit and facts.price else Decimal(0),
+                           facts.ask * SHORT_MARKUP)  # fmt: skip
     if cost <= facts.cash_available:
         return None
     return f"{facts.symbol}: buying power {facts.cash_available} is short of {cost}"

@@ -1,6 +1,7 @@
 """Alpaca's records in ccxt's unified shapes, the ones the market data step and the live
 broker read (`trader.broker.ccxt_orders`): markets from assets, orders, trades from FILL
-activities with their CFEE fees, and bars. Numbers stay decimal text, as Alpaca sent them.
+activities with their estimated fees (`fees`), and bars. Numbers stay decimal text, as
+Alpaca sent them.
 
 Symbols: a stock is `AAPL/USD` here and `AAPL` at Alpaca; a crypto pair is `BTC/USD` in both.
 """
@@ -11,12 +12,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
-from trader.domain import Timeframe, to_epoch_ms
+from trader.domain import Timeframe, from_epoch_ms, to_epoch_ms
+from trader.market.alpaca.fees import estimate
+
+NEW_YORK = ZoneInfo("America/New_York")  # Alpaca's account days: fees are posted by them
 
 STOCK_STEP = Decimal("0.000000001")  # Alpaca takes fractional shares to nine places
 MIN_NOTIONAL = 1.0  # dollars
+# Alpaca's HTTP 403 to a Free plan asking for SIP data of the last 15 minutes (its market
+# data FAQ, "Why am I getting HTTP 403 (Forbidden)?").
+RECENT_SIP_REFUSED = "subscription does not permit querying recent SIP data"
 # Alpaca's order statuses as ccxt's: anything not ended is open.
 _ENDED = {
     "filled": "closed",
@@ -108,38 +116,56 @@ def order(raw: Mapping[str, Any], symbol: str) -> dict[str, Any]:
     }
 
 
+CROSSED = "trader_crossed"  # set on a placed order: did the limit cross the quote when sent
+PLACEMENT_MS = 1000  # Alpaca executes a marketable order within milliseconds of placing it
+
+
 def liquidity(fill: Mapping[str, Any], placed: Mapping[str, Any] | None) -> str | None:
-    """Taker for a market order's fills and a limit's at the moment it was placed, maker
-    for a limit's later fills; None when the order is not at hand (Alpaca does not say)."""
+    """Alpaca does not say who took liquidity, so it is judged from the order: a market
+    order's fills are taker, and so are a limit's that crossed the quote when it was placed
+    (`placed[CROSSED]`, noted by the exchange as it sent the order) as far as they came as it
+    was placed (within PLACEMENT_MS); a limit that rested, and the rest of one that crossed,
+    is filled by others' orders: maker. A fill at the very instant of placing is taker
+    whatever our quote said (the venue's book was ahead of it); a limit placed before a
+    restart (its crossing not known) is judged by its fill's time alone. None when the
+    order is not at hand: the broker's default for the path then decides."""
     if placed is None:
         return None
-    if placed.get("type") == "market" or fill.get("transaction_time") == placed.get("submitted_at"):
+    if (placed.get("type") or placed.get("order_type")) == "market":
         return "taker"
-    return "maker"
+    filled, sent = stamp(fill.get("transaction_time")), stamp(placed.get("submitted_at"))
+    at_once = filled is not None and sent is not None and 0 <= filled - sent <= PLACEMENT_MS
+    crossed = placed.get(CROSSED)
+    if crossed is None:
+        crossed = at_once
+    instant = filled is not None and filled == sent
+    return "taker" if (crossed and at_once) or instant else "maker"
 
 
 def trades(
     fills: Iterable[Mapping[str, Any]],
-    fees: Iterable[Mapping[str, Any]],
     symbol: str,
     placed: Mapping[str, Any] | None = None,
+    *,
+    stock: bool,
+    tier: int = 1,
 ) -> list[dict[str, Any]]:
-    """ccxt trades from FILL activities, each with the CFEE fee of the same order, time and
-    price (Alpaca takes a crypto fee from the asset the fill credits; stocks trade free): a
-    market order that takes several levels of the book at once fills at one time, at several
-    prices. An id is the activity's with its dashes taken out: ids then sort as the fills
-    were made. `placed`: the order they belong to, when known (for taker or maker)."""
-    by_fill = {_fill_key(f): f for f in fees}
-    base, quote = symbol.split("/")
+    """ccxt trades from FILL activities, each with the fee Alpaca will post for it at the end
+    of the day, estimated now (`fees.estimate`: the crypto fee `tier`'s rate, or a stock
+    sale's regulatory fees) and marked `estimated`: Alpaca's fee records (CFEE, FEE) name no
+    order and come later (`fees.postings`). An id is the activity's with its dashes taken
+    out: ids then sort as the fills were made. `placed`: the order they belong to, when known
+    (for taker or maker)."""
     out = []
     for fill in fills:
-        fee = by_fill.get(_fill_key(fill))
-        cost: str | None = None
-        currency = quote
-        if fee is not None:
-            in_coin = Decimal(str(fee.get("qty") or "0")) != 0
-            cost = str(-Decimal(str(fee.get("qty") if in_coin else fee.get("net_amount"))))
-            currency = base if in_coin else quote
+        maker = liquidity(fill, placed)
+        at = stamp(fill.get("transaction_time"))
+        day = from_epoch_ms(at).astimezone(NEW_YORK).date() if at is not None else None
+        fee = estimate(
+            symbol=symbol, stock=stock, side=str(fill.get("side")),
+            price=Decimal(str(fill.get("price"))), qty=Decimal(str(fill.get("qty"))),
+            liquidity=maker, day=day, tier=tier,
+        )  # fmt: skip
         out.append({
             "id": str(fill["id"]).replace("-", ""),
             "order": fill.get("order_id"),
@@ -147,18 +173,12 @@ def trades(
             "side": fill.get("side"),
             "amount": fill.get("qty"),
             "price": fill.get("price"),
-            "timestamp": stamp(fill.get("transaction_time")),
-            "takerOrMaker": liquidity(fill, placed),
-            "fee": {"cost": cost if cost is not None else "0", "currency": currency},
+            "timestamp": at,
+            "takerOrMaker": maker,
+            "fee": fee,
             "info": dict(fill),
         })  # fmt: skip
     return out
-
-
-def _fill_key(activity: Mapping[str, Any]) -> tuple[str, str, Decimal]:
-    """What a fill and its fee share: the order, the time and the price."""
-    price = Decimal(str(activity.get("price") or 0)).normalize()
-    return str(activity.get("order_id")), str(activity.get("transaction_time")), price
 
 
 def bar_row(bar: Mapping[str, Any]) -> list[Any]:
