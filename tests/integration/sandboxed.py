@@ -4,14 +4,19 @@ read, the daemon's environment for it, and its control endpoints."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tests.integration.conftest import TRADER, clean_env
 from tests.recorded import SOLUSDT_1H
 
+T = TypeVar("T")
 KEY, SECRET = "kill-run-key", "kill-run-secret-0123456789abcdef"
 # The daemon's trading, the same on every venue: a small window, the baseline model, maxdiff
 # (limit orders that rest and fill later) on the first pair and simple (market orders) on
@@ -88,3 +93,30 @@ def emulator(sandbox: dict, path: str, body: dict | None = None) -> dict:
     )
     with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 - loopback, the test's own sandbox
         return json.loads(answer.read())
+
+
+def wall_instant(ready: dict, at: datetime) -> float:
+    """When the wall clock reaches the instant the sandbox's clock shows `at` (epoch s)."""
+    env = ready["env"]
+    origin = datetime.fromisoformat(env["TRADER_EXCHANGE__CLOCK__ORIGIN"])
+    wall = datetime.fromisoformat(env["TRADER_EXCHANGE__CLOCK__WALL_ORIGIN"])
+    speed = float(env["TRADER_EXCHANGE__CLOCK__SPEED"])
+    return (wall + (at - origin) / speed).timestamp()
+
+
+def stop_at(
+    daemon: Any, ready: dict, until: datetime, tmp: Path, before_stop: Callable[[], T] | None = None
+) -> tuple[int, T | None]:
+    """Lets `daemon` run until the sandbox's clock shows `until`, stops that clock and gives
+    it a tick or two on the standing market to book the last fills (`before_stop` runs then),
+    then stops it: its exit code, and what `before_stop` answered. Its log is kept in
+    `tmp`/daemon.jsonl for a post-mortem."""
+    time.sleep(max(0.0, wall_instant(ready, until) - time.time()))
+    emulator(ready, "/__emulator__/clock", {"paused": True})
+    time.sleep(2)
+    seen = before_stop() if before_stop is not None else None
+    daemon.process.send_signal(signal.SIGTERM)
+    stopped = daemon.finish(timeout=60)
+    with (tmp / "daemon.jsonl").open("w") as log:
+        log.writelines(json.dumps(line) + "\n" for line in daemon.lines)
+    return int(stopped), seen

@@ -36,8 +36,16 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.integration.sandboxed import KEY, SECRET, daemon_env, emulator, start_sandbox
-from tests.integration.test_alpaca_weekend import GOOG, HOLD_S, START, wall_instant
+from tests.integration.sandboxed import (
+    KEY,
+    SECRET,
+    daemon_env,
+    emulator,
+    start_sandbox,
+    stop_at,
+    wall_instant,
+)
+from tests.integration.test_alpaca_weekend import GOOG, HOLD_S, START
 from tests.integration.test_live_kill_run import ledger_state
 from tests.recorded import SOLUSDT_1H
 
@@ -91,13 +99,7 @@ def test_fees_estimated_at_the_fill_are_corrected_when_alpaca_posts_them(cli, tm
     try:
         daemon = cli.start("run", "--log-format", "json", env=env)
         daemon.wait_for("ready", timeout=wall_instant(ready, START) - time.time())
-        time.sleep(max(0.0, wall_instant(ready, END) - time.time()))
-        emulator(ready, "/__emulator__/clock", {"paused": True})
-        time.sleep(2)  # a tick or two on the standing market: the daemon books the last fills
-        daemon.process.send_signal(signal.SIGTERM)
-        stopped = daemon.finish(timeout=60)
-        with (tmp_path / "daemon.jsonl").open("w") as log:  # kept for a post-mortem
-            log.writelines(json.dumps(line) + "\n" for line in daemon.lines)
+        stopped, _ = stop_at(daemon, ready, END, tmp_path)
         assert stopped == 0
         reconcile = cli.run("reconcile", "--json", "--log-level", "ERROR", env=env)
         account = emulator(ready, "/__emulator__/account")[KEY]

@@ -22,8 +22,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.integration.daemon import scrape
-from tests.integration.sandboxed import KEY, SECRET, daemon_env, emulator, start_sandbox
-from tests.integration.test_alpaca_weekend import GOOG, wall_instant
+from tests.integration.sandboxed import (
+    KEY,
+    SECRET,
+    daemon_env,
+    emulator,
+    start_sandbox,
+    stop_at,
+    wall_instant,
+)
+from tests.integration.test_alpaca_weekend import GOOG
 from tests.recorded import SOLUSDT_1H
 from trader.exit_codes import EX_CONFIG
 
@@ -73,17 +81,19 @@ def test_a_day_of_sparse_iex_minute_bars_trades_through_without_a_gap_halt(cli, 
         clock_runs = wall_instant(ready, START)
         port = int(daemon.wait_for("serving metrics", timeout=clock_runs - time.time())["port"])
         daemon.wait_for("ready", timeout=clock_runs - time.time())
-        time.sleep(max(0.0, wall_instant(ready, CLOSE + timedelta(minutes=1)) - time.time()))
-        emulator(ready, "/__emulator__/clock", {"paused": True})
-        time.sleep(2)  # the last tick or two on the standing market
-        metrics = scrape(port)
-        sip = served(ready, "sip", OPEN - timedelta(hours=24), CLOSE)
-        iex = served(ready, "iex", OPEN - timedelta(hours=24), CLOSE)
-        account = emulator(ready, "/__emulator__/account")[KEY]
-        daemon.process.send_signal(signal.SIGTERM)
-        stopped = daemon.finish(timeout=60)
-        with (tmp_path / "daemon.jsonl").open("w") as log:  # kept for a post-mortem
-            log.writelines(json.dumps(line) + "\n" for line in daemon.lines)
+        stopped, seen = stop_at(
+            daemon,
+            ready,
+            CLOSE + timedelta(minutes=1),
+            tmp_path,
+            lambda: (
+                scrape(port),
+                served(ready, "sip", OPEN - timedelta(hours=24), CLOSE),
+                served(ready, "iex", OPEN - timedelta(hours=24), CLOSE),
+                emulator(ready, "/__emulator__/account")[KEY],
+            ),
+        )
+        metrics, sip, iex, account = seen
         assert stopped == 0
     finally:
         sandbox.send_signal(signal.SIGTERM)

@@ -31,8 +31,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.integration.sandboxed import daemon_env, emulator, start_sandbox
-from tests.integration.test_alpaca_weekend import wall_instant
+from tests.integration.sandboxed import daemon_env, emulator, start_sandbox, stop_at, wall_instant
 from tests.recorded import AAPL_1D, MSFT_1D
 from trader.emulator.sessions import Sessions
 
@@ -100,13 +99,7 @@ def test_maxdiff_rests_one_side_at_a_time_on_alpaca_for_a_week(cli, tmp_path):
         daemon.wait_for("ready", timeout=clock_runs - time.time())
         time.sleep(max(0.0, wall_instant(ready, INJECT) - time.time()))
         emulator(ready, "/__emulator__/faults", [INJECTED])  # type: ignore[arg-type]
-        time.sleep(max(0.0, wall_instant(ready, END) - time.time()))
-        emulator(ready, "/__emulator__/clock", {"paused": True})
-        time.sleep(2)  # a tick or two on the standing market: the daemon books the last fills
-        daemon.process.send_signal(signal.SIGTERM)
-        stopped = daemon.finish(timeout=60)
-        with (tmp_path / "daemon.jsonl").open("w") as log:  # kept for a post-mortem
-            log.writelines(json.dumps(line) + "\n" for line in daemon.lines)
+        stopped, _ = stop_at(daemon, ready, END, tmp_path)
         assert stopped == 0
         reconcile = cli.run("reconcile", "--json", "--log-level", "ERROR", env=env)
         account = emulator(ready, "/__emulator__/account")[ready["api_key"]]

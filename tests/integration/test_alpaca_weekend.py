@@ -36,7 +36,14 @@ import backtesting
 import pytest
 
 from tests.integration.daemon import scrape
-from tests.integration.sandboxed import KEY, daemon_env, emulator, start_sandbox
+from tests.integration.sandboxed import (
+    KEY,
+    daemon_env,
+    emulator,
+    start_sandbox,
+    stop_at,
+    wall_instant,
+)
 from tests.integration.test_live_kill_run import ledger_state, venue_view
 from tests.recorded import SOLUSDT_1H
 from trader.emulator.sessions import Sessions
@@ -48,15 +55,6 @@ END = datetime(2025, 3, 10, 12, 30, tzinfo=NEW_YORK)  # Monday, after the noon t
 HOLD_S = 60  # the venue's clock stands at START this long: the daemon starts meanwhile
 STOCK, PAIR = "GOOG/USD", "BTC/USD"
 GOOG = Path(backtesting.__file__).parent / "test" / "GOOG.csv"
-
-
-def wall_instant(ready: dict, at: datetime) -> float:
-    """When the wall clock reaches the instant the sandbox's clock shows `at` (epoch s)."""
-    env = ready["env"]
-    origin = datetime.fromisoformat(env["TRADER_EXCHANGE__CLOCK__ORIGIN"])
-    wall = datetime.fromisoformat(env["TRADER_EXCHANGE__CLOCK__WALL_ORIGIN"])
-    speed = float(env["TRADER_EXCHANGE__CLOCK__SPEED"])
-    return (wall + (at - origin) / speed).timestamp()
 
 
 def at_alpaca(symbol: str) -> str:
@@ -91,14 +89,7 @@ def test_a_stock_and_a_crypto_pair_trade_together_over_a_weekend(cli, tmp_path):
             raise AssertionError(
                 f"not ready within the sandbox's {HOLD_S} s hold: {late}"
             ) from None
-        time.sleep(max(0.0, wall_instant(ready, END) - time.time()))
-        emulator(ready, "/__emulator__/clock", {"paused": True})
-        time.sleep(2)  # a tick or two on the standing market: the daemon books the last fills
-        metrics = scrape(port)
-        daemon.process.send_signal(signal.SIGTERM)
-        stopped = daemon.finish(timeout=60)
-        with (tmp_path / "daemon.jsonl").open("w") as log:  # kept for a post-mortem
-            log.writelines(json.dumps(line) + "\n" for line in daemon.lines)
+        stopped, metrics = stop_at(daemon, ready, END, tmp_path, lambda: scrape(port))
         assert stopped == 0
         reconcile = cli.run("reconcile", "--json", "--log-level", "ERROR", env=env)
         account = emulator(ready, "/__emulator__/account")[KEY]

@@ -18,6 +18,9 @@ class Instrument:
     amount_step: Decimal
     min_amount: Decimal = ZERO
     min_notional: Decimal = ZERO
+    # A short position's step, where the venue shorts coarser than it trades (Alpaca: whole
+    # shares of a stock it trades in fractions); None: the amount step.
+    short_step: Decimal | None = None
 
     def __post_init__(self) -> None:
         check_symbol(self.symbol)
@@ -28,10 +31,14 @@ class Instrument:
             if value < 0:
                 raise DomainError(f"{name} must not be negative")
             object.__setattr__(self, name, value)
+        if self.short_step is not None:
+            object.__setattr__(self, "short_step", positive_decimal(self.short_step, "short step"))
 
-    def round_amount(self, amount: Decimal) -> Decimal:
-        """Down to the amount step: never more than was asked for."""
-        return (amount / self.amount_step).to_integral_value(ROUND_DOWN) * self.amount_step
+    def round_amount(self, amount: Decimal, *, short: bool = False) -> Decimal:
+        """Down to the amount step (a short position's step for `short`): never more than
+        was asked for."""
+        step = self.short_step if short and self.short_step is not None else self.amount_step
+        return (amount / step).to_integral_value(ROUND_DOWN) * step
 
     def round_price(self, price: Decimal, side: Side) -> Decimal:
         """To the price grid, on the side that never pays more (buy) or asks less (sell) than

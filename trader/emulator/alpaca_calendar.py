@@ -3,7 +3,8 @@ them, from the emulated stock market's sessions.
 
 The shapes are alpaca-py's fixtures (tests/broker/broker_client/test_misc_routes.py: a clock
 with "timestamp" "2022-05-16T16:32:24.14373588-04:00", New York's time to the nanosecond; a
-calendar day with "session_open" "0400" and "session_close" "2000") and Alpaca's documented
+calendar day with "session_open" "0400" and "session_close" "2000", four hours after the close,
+as the emulator's after-hours end, `alpaca_hours`) and Alpaca's documented
 calendar answer, which adds "settlement_date" (1970-01-02 settles 1970-01-06: two trading days
 later). Alpaca's settlement_date is a trade date's settlement: two trading days later, one
 since the US moved to T+1 on 2024-05-28.
@@ -14,11 +15,12 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from trader.emulator.alpaca_hours import AFTER_HOURS
 from trader.emulator.alpaca_wire import go_time
 from trader.emulator.sessions import NEW_YORK, Sessions
 
 T_PLUS_ONE = date(2024, 5, 28)  # the first US trade date that settled the next business day
-EXTENDED_OPEN, EXTENDED_CLOSE = "0400", "2000"  # Alpaca's pre- and after-market, New York
+EXTENDED_OPEN = "0400"  # Alpaca's pre-market, New York; after-hours end 4 h after the close
 _SETTLEMENT_REACH = timedelta(days=14)  # far enough to find two trading days after any date
 
 
@@ -47,7 +49,7 @@ def calendar_json(sessions: Sessions, first: date, last: date) -> list[dict[str,
         out.append({
             "date": day.isoformat(), "open": opened.strftime("%H:%M"),
             "close": closed.strftime("%H:%M"), "session_open": EXTENDED_OPEN,
-            "session_close": EXTENDED_CLOSE,
+            "session_close": (closed + AFTER_HOURS).strftime("%H%M"),  # 1700 on a half day
             "settlement_date": settles.isoformat() if settles else None,
         })  # fmt: skip
     return out

@@ -135,9 +135,12 @@ class CcxtMarketData:
             value = (limits.get(kind) or {}).get("min")
             return Decimal(str(value)) if value else Decimal(0)
 
+        # `shortAmount` is not ccxt's: Alpaca's adapter sets it for stocks it shorts in whole
+        # shares only (`trader.market.alpaca.wire.market`).
+        short = precision.get("shortAmount")
         return Instrument(
             symbol, step(precision.get("price")), step(precision.get("amount")),
-            minimum("amount"), minimum("cost"),
+            minimum("amount"), minimum("cost"), step(short) if short is not None else None,
         )  # fmt: skip
 
     def no_trade_feed(self, symbol: str) -> str | None:

@@ -22,7 +22,8 @@ def target_amount(
     if direction is Direction.FLAT or equity <= 0:
         return ZERO
     notional = min(equity * Decimal(repr(fraction)), max_position_notional, max(room, ZERO))
-    amount = instrument.round_amount(notional / price)
+    short = direction is Direction.SHORT
+    amount = instrument.round_amount(notional / price, short=short)  # whole shares, where asked
     if not instrument.tradable(amount, price):
         return ZERO
     return amount if direction is Direction.LONG else -amount

@@ -15,7 +15,10 @@ DATA = ["--data", str(SOLUSDT_1H), "--symbol", "SOL/USD", "--port", "0"]
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--calendar", "SOL/USD=XNYS"], "--start, --hold, --calendar and --timeframe are Alpaca"),
+        (
+            ["--calendar", "SOL/USD=XNYS"],
+            "--start, --hold, --calendar, --timeframe, --data-plan and --iex-sparsity are Alpaca's",
+        ),
         (["--bar-seconds", "0.5"], "Binance's shortest bars are a second long"),
         (["--venue", "alpaca", "--timeframe", "1s"], "Alpaca has no 1s bars"),
         (["--venue", "alpaca", "--calendar", "AAPL/USD=XNYS"], "a symbol without data: AAPL/USD"),

@@ -243,6 +243,20 @@ def test_sizing_takes_a_share_of_equity_capped_and_rounded_down():
     )
 
 
+def test_a_short_is_sized_in_whole_shares_where_the_venue_shorts_only_those():
+    """Alpaca trades AAPL in fractions but shorts whole shares only ("fractional orders cannot
+    be sold short", Alpaca's fractional trading docs): a long keeps the fraction, a short not."""
+    aapl = Instrument("AAPL/USD", Decimal("0.01"), Decimal("0.000000001"), short_step=Decimal(1))
+    common = {
+        "equity": Decimal(10_000), "price": Decimal("150.55"), "instrument": aapl,
+        "fraction": 0.2, "max_position_notional": Decimal(5000), "room": BIG,
+    }  # fmt: skip
+    assert target_amount(Direction.LONG, **common) == Decimal("13.284623048")  # 2000 / 150.55
+    assert target_amount(Direction.SHORT, **common) == Decimal(-13)
+    with pytest.raises(DomainError):
+        Instrument("AAPL/USD", Decimal("0.01"), Decimal(1), short_step=Decimal(0))
+
+
 def test_an_order_is_capped_at_the_largest_allowed_and_dust_is_dropped():
     assert order_size(
         Decimal(20), price=Decimal(100), instrument=SOL, max_order_notional=Decimal(1000)

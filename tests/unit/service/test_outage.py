@@ -18,6 +18,7 @@ from trader.engine.report import TickReport
 from trader.logging import get_logger
 from trader.market.feed import ExchangeCallFailed
 from trader.market.hygiene import RawQuote, SkipReason
+from trader.market.no_trade import NoTradeBars
 from trader.service.control_surface import ControlSurface
 from trader.service.exchange import ExchangeConnection
 from trader.service.jobs import ScheduledJobs
@@ -49,7 +50,7 @@ class Feed:
 def running(clock: SimulatedClock) -> tuple[Parts, Feed, ExchangeConnection]:
     made = parts(market={"symbols": [SYMBOL], "max_quote_age_s": 30})
     feed = Feed(clock)
-    market = SimpleNamespace(feed=feed, windows={}, missing={})
+    market = SimpleNamespace(feed=feed, windows={}, missing={}, no_trade=NoTradeBars())
     made.engine = SimpleNamespace(market=market, risk=SimpleNamespace())  # type: ignore[assignment]
     made.venue = SimpleNamespace(clock=clock, feed=feed)  # type: ignore[assignment]
     assert made.metrics is not None

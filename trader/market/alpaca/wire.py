@@ -88,7 +88,9 @@ def market(asset: Mapping[str, Any]) -> dict[str, Any]:
         "type": "spot",
         "spot": True,
         "active": asset.get("status") == "active" and bool(asset.get("tradable")),
-        "precision": {"amount": float(amount_step), "price": float(price_step)},
+        # Alpaca shorts stocks in whole shares, fractionable or not.
+        "precision": {"amount": float(amount_step), "price": float(price_step)}
+        | ({} if crypto else {"shortAmount": 1.0}),
         # Alpaca takes no order under a dollar (crypto, and fractions of a share).
         "limits": {
             "amount": {"min": float(least) if least else None},
