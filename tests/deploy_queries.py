@@ -79,6 +79,9 @@ AGREED_METRICS = frozenset(
         "trader_forecasts_unusable_total",
         "trader_forecast_spread_ratio",
         "trader_forecast_median_jumps_total",
+        # Alpaca's trade-updates stream (issue 40).
+        "trader_trade_stream_connected",
+        "trader_trade_stream_drops_total",
     }
 )
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")

@@ -387,6 +387,20 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             bars=True,
             thresholds=[(1, AMBER)],
         ),
+        db.Row("Trade stream (Alpaca)"),
+        timeseries(
+            "Trade-updates stream",
+            "1 while connected to Alpaca's trade-updates stream (fills heard at once); 0 on "
+            "other venues, or while polling alone books fills.",
+            query(f"max({sel('trader_trade_stream_connected')})", "connected"),
+        ).min(0),
+        timeseries(
+            "Trade stream drops",
+            "Times per hour the stream dropped (it is tried again after a back-off).",
+            query(per_hour("trader_trade_stream_drops_total"), "drops"),
+            bars=True,
+            thresholds=[(1, AMBER)],
+        ),
     ]
 
 
