@@ -59,7 +59,7 @@ class AlpacaExchange(AlpacaMarkets):
         cid = str((params or {}).get("newClientOrderId") or "")
         qty = Decimal(repr(amount))  # as asked: never quietly less (the rules judge it)
         limit = Decimal(self.price_to_precision(symbol, price)) if price is not None else None
-        stock = self._is_stock(symbol)
+        stock = self.is_stock(symbol)
         known = await self._facts(symbol, side, qty, limit)
         why = rules.refusal(known)
         if why is None and qty != Decimal(self.amount_to_precision(symbol, amount)):
@@ -191,7 +191,7 @@ class AlpacaExchange(AlpacaMarkets):
         fills = await self._activities("FILL", after, symbol)
         if order_id is not None:
             fills = [f for f in fills if f.get("order_id") == order_id]
-        return wire.trades(fills, symbol, placed, stock=self._is_stock(symbol), tier=self._fee_tier)
+        return wire.trades(fills, symbol, placed, stock=self.is_stock(symbol), tier=self._fee_tier)
 
     async def fetch_fee_postings(self, since: datetime) -> list[dict[str, Any]]:
         """The fees Alpaca posted (CFEE, FEE activities) for days from `since`'s on (`fees`)."""

@@ -126,7 +126,7 @@ class AlpacaMarketData(CcxtMarketData):
 
     async def start(self, symbols: Sequence[str]) -> None:
         await super().start(symbols)
-        stocks = [s for s in symbols if self._is_stock(s)]
+        stocks = [s for s in symbols if self.alpaca.is_stock(s)]
         if stocks:  # which feed, said once: IEX's bars have gaps that are not holes
             get_logger("trader.market").info(
                 "alpaca stock data feed", feed=self.alpaca.feed, stocks=stocks,
@@ -137,12 +137,9 @@ class AlpacaMarketData(CcxtMarketData):
         if self.check_sessions:
             await self._check_sessions(symbols)
 
-    def _is_stock(self, symbol: str) -> bool:
-        return bool(self.alpaca.market(symbol)["info"].get("class") != "crypto")
-
     def no_trade_feed(self, symbol: str) -> str | None:
         """For a stock on IEX, "iex": a minute with no IEX trade has no bar (`MarketData`)."""
-        return "iex" if self.alpaca.feed == "iex" and self._is_stock(symbol) else None
+        return "iex" if self.alpaca.feed == "iex" and self.alpaca.is_stock(symbol) else None
 
     async def _check_sip(self, stock: str) -> None:
         """Whether the account's data plan serves recent SIP data: the Free plan does not,
@@ -168,7 +165,7 @@ class AlpacaMarketData(CcxtMarketData):
 
     async def _check_sessions(self, symbols: Sequence[str]) -> None:
         """Stocks need their exchange's calendar, and its sessions must be Alpaca's."""
-        stocks = [s for s in symbols if self._is_stock(s)]
+        stocks = [s for s in symbols if self.alpaca.is_stock(s)]
         continuous = [s for s in stocks if canonical_name(self._calendars.get(s, "")
                                                           or CONTINUOUS) == CONTINUOUS]  # fmt: skip
         if continuous:

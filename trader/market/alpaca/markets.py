@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any, TypeVar
-from zoneinfo import ZoneInfo
 
 import ccxt.async_support as ccxt
 import requests
@@ -43,7 +42,7 @@ from trader.market.alpaca import wire
 from trader.market.alpaca.errors import as_ccxt, response_headers
 
 T = TypeVar("T")
-NEW_YORK = ZoneInfo("America/New_York")
+NEW_YORK = wire.NEW_YORK
 ASSETS_KEPT = timedelta(days=1)  # the whole asset list is read again after this
 QUOTE_FRESH = timedelta(seconds=15)  # a quote the data step read this tick serves an order
 
@@ -139,7 +138,7 @@ class AlpacaMarkets:
             raise ccxt.BadSymbol(f"alpaca does not list {symbol}")
         return markets[symbol]
 
-    def _is_stock(self, symbol: str) -> bool:
+    def is_stock(self, symbol: str) -> bool:
         return bool(self.market(symbol)["info"].get("class") != "crypto")
 
     def safe_currency_code(self, code: Any) -> str:
@@ -159,13 +158,13 @@ class AlpacaMarkets:
         start = from_epoch_ms(since) if since is not None else None
         newest = start is None  # the latest bars: ask newest first from far enough back
         if start is None:
-            back = frame.duration * size * (5 if self._is_stock(symbol) else 1)
+            back = frame.duration * size * (5 if self.is_stock(symbol) else 1)
             start = self._clock.now() - back
         fields: dict[str, Any] = {
             "symbol_or_symbols": [self.market(symbol)["id"]], "start": start, "limit": size,
             "timeframe": wire.alpaca_timeframe(frame), "sort": Sort.DESC if newest else Sort.ASC,
         }  # fmt: skip
-        if self._is_stock(symbol):
+        if self.is_stock(symbol):
             request = StockBarsRequest(**fields, feed=self._feed)
             raw = await self._call(self._stocks.get_stock_bars, request)
         else:
@@ -176,8 +175,8 @@ class AlpacaMarkets:
 
     async def fetch_bids_asks(self, symbols: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The latest quote of each symbol: one call for the stocks, one for the crypto."""
-        stocks = [s for s in symbols if self._is_stock(s)]
-        coins = [s for s in symbols if not self._is_stock(s)]
+        stocks = [s for s in symbols if self.is_stock(s)]
+        coins = [s for s in symbols if not self.is_stock(s)]
         quotes: dict[str, Any] = {}
         if stocks:
             ids = [self.market(s)["id"] for s in stocks]
