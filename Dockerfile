@@ -15,7 +15,9 @@
 # the NVIDIA container toolkit mounts the host's driver (NVIDIA_VISIBLE_DEVICES below). CUDA 13
 # has Blackwell (sm_120) kernels and needs an NVIDIA driver >= 580 on the host; the toolkit
 # refuses to start the container on an older one (NVIDIA_REQUIRE_CUDA). The tests run torch's
-# CPU build of the same release (Makefile's TORCH_SPEC).
+# CPU build of the same release (Makefile's TORCH_SPEC). Every other dependency comes from
+# requirements/runtime.lock, pinned with its hashes (`make lock`): two builds a month apart
+# install the same files. torch is outside it, as its CUDA and CPU builds differ (Makefile).
 # This file is linted (hadolint) but was not built where it was written: see deploy/README.md.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -38,12 +40,11 @@ RUN pip install --no-cache-dir --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VE
 archs = torch._C._cuda_getArchFlags() if torch.version.cuda else ""; \
 assert not want or want in archs, f"torch {torch.__version__} has no {want} kernels: {archs!r}"'
 WORKDIR /src
-# Dependencies before the source, so a code change reuses this layer.
-COPY pyproject.toml ./
-RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-        > /tmp/requirements.txt \
-    && pip install --no-cache-dir -r /tmp/requirements.txt
-COPY README.md ./
+# Dependencies before the source, so a code change reuses this layer: the lock's files, each
+# checked against its hash.
+COPY requirements/runtime.lock ./requirements/
+RUN pip install --no-cache-dir --require-hashes -r requirements/runtime.lock
+COPY pyproject.toml README.md ./
 COPY trader ./trader
 RUN pip install --no-cache-dir --no-deps . && pip check
 

@@ -12,14 +12,32 @@ INSTALL := $(BIN)/python -m pip --disable-pip-version-check --quiet install --no
 # torch: a box with an NVIDIA driver gets the newest CUDA build (>= 2.7, the first with
 # Blackwell sm_120 kernels); a machine without one gets a pinned release. Override either:
 #   make run TORCH_SPEC='torch==2.9.1' TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'
+# torch is the one runtime dependency outside the lock below: its CPU build and PyPI's CUDA
+# build of one release are different files (different hashes), so it is pinned by version
+# (here and the Dockerfile's TORCH_VERSION) and installed first.
 HAS_NVIDIA := $(shell command -v nvidia-smi >/dev/null 2>&1 && echo yes)
-TORCH_SPEC ?= $(if $(HAS_NVIDIA),torch>=2.7,torch==2.13.0)
+TORCH_VERSION := 2.13.0
+TORCH_SPEC ?= $(if $(HAS_NVIDIA),torch>=2.7,torch==$(TORCH_VERSION))
 TORCH_PIP_ARGS ?=
+
+# Every other runtime dependency, transitive ones included, pinned with its hashes: `make run`
+# and the image install exactly these files (pip --require-hashes). `make lock` refreshes it
+# to the newest releases pyproject.toml allows, resolved with torch==$(TORCH_VERSION) for every
+# platform and Python >= 3.11 (markers choose); `make lock LOCK_ARGS=` re-resolves after a
+# pyproject.toml change and keeps the other pins. Not in it: torch, and the CUDA libraries and
+# triton that torch pins exactly, which come with whichever torch build is installed.
+LOCK := requirements/runtime.lock
+LOCK_ARGS ?= --upgrade
+UV_SPEC := uv==0.13.8
+TORCH_BUNDLED := cuda-bindings cuda-pathfinder cuda-toolkit nvidia-cublas nvidia-cuda-cupti \
+	nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile \
+	nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-nccl-cu13 \
+	nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx triton
 
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test demo lint security typecheck unit venv clean
+.PHONY: run test demo lint security typecheck unit venv lock clean
 
 run: $(RUNTIME)
 	$(BIN)/trader run
@@ -49,13 +67,25 @@ typecheck: $(DEV)
 
 venv: $(DEV)
 
-$(RUNTIME): pyproject.toml
+$(RUNTIME): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "trader needs Python >= 3.11; set PYTHON=/path/to/python3.11"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(INSTALL) $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(INSTALL) -e .
+	$(INSTALL) --require-hashes -r $(LOCK)
+	$(INSTALL) --no-deps -e .
+	@# Not over a dev venv: the reference model packages pin versions of their own (toto-ts).
+	@test -e $(DEV) || $(BIN)/python -m pip check
 	@touch $@
+
+lock:
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(INSTALL) "$(UV_SPEC)"
+	@echo "torch==$(TORCH_VERSION)" > $(VENV)/torch-constraint.txt
+	$(BIN)/uv pip compile pyproject.toml --quiet --universal --python-version 3.11 \
+		--generate-hashes --constraints $(VENV)/torch-constraint.txt \
+		--no-emit-package torch $(addprefix --no-emit-package ,$(TORCH_BUNDLED)) \
+		--custom-compile-command "make lock" $(LOCK_ARGS) --output-file $(LOCK)
 
 # The reference Toto 2.0 needs Python >= 3.12: its own virtualenv, used by the conformance
 # tests and bench/toto2.py through a subprocess. Without a Python 3.12 the tests that need it
@@ -67,8 +97,11 @@ TOTO2_REFERENCE_MODELS := toto-2==2.0.0 dd-unit-scaling==0.1.0 unit-scaling==0.3
 
 REFERENCE_MODELS := toto-ts==0.2.0 kronos-model-arch==0.1.0 gluonts==0.17.0
 
+# The dev tools on top of the lock, which holds: its pins, hashes and comments dropped, are
+# constraints here (pip takes no hashes in constraints without requiring them of everything).
 $(DEV): $(RUNTIME) requirements/reference.txt | $(TOTO2_REFERENCE)
-	$(INSTALL) -e '.[dev]' -r requirements/reference.txt
+	sed -n 's/^\([a-z0-9].*\) \\$$/\1/p' $(LOCK) > $(VENV)/runtime-constraints.txt
+	$(INSTALL) -e '.[dev]' -r requirements/reference.txt -c $(VENV)/runtime-constraints.txt
 	$(INSTALL) --no-deps $(REFERENCE_MODELS)
 	@touch $@
 

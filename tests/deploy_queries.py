@@ -82,8 +82,47 @@ AGREED_METRICS = frozenset(
         # Alpaca's trade-updates stream (issue 40).
         "trader_trade_stream_connected",
         "trader_trade_stream_drops_total",
+        # Real-world data (issue 22) and Alpaca's sparse feeds (issue 40).
+        "trader_bars_missing_total",
+        "trader_window_contiguous_bars",
+        "trader_feed_no_trade_bars_total",
+        "trader_ticks_late_total",
+        "trader_mqtt_commands_total",
+        # Monitoring that fits every market and bar size (issue 41): the daemon judged in its
+        # own time and its markets' sessions.
+        "trader_clock_timestamp_seconds",
+        "trader_clock_speed",
+        "trader_replay_finished",
+        "trader_timeframe_seconds",
+        "trader_next_tick_due_timestamp_seconds",
+        "trader_market_in_session",
+        "trader_quote_max_age_seconds",
+        "trader_ticks_not_ok_in_a_row",
+        "trader_symbol_skips_in_a_row",
+        "trader_calendar_last_session_timestamp_seconds",
+        "trader_calendar_fallback",
+        "trader_exchange_info",
+        # prometheus_client's process collector (Linux).
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
     }
 )
+# What a running daemon exports that neither the dashboard nor the rules read, and why. The
+# `*_created` series beside every counter and histogram (when each began) are left off too:
+# Prometheus sees a counter's reset without them.
+LEFT_OFF = {
+    "process_virtual_memory_bytes": "CUDA and torch map address ranges they never touch: "
+    "resident memory is the figure of memory in use",
+    "process_start_time_seconds": "a restart shows as the Daemon stat DOWN and as counters' resets",
+    "python_info": "the Python version is a label of trader_build_info (the Build table)",
+}
+# Metrics with a series only on some venues: the family is on every daemon's page, but a
+# replay has no child of it, so its labels cannot be checked there.
+VENUE_ONLY = {
+    "trader_feed_no_trade_bars_total": "one series per symbol on a sparse feed (Alpaca's IEX)",
+}
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
@@ -179,6 +218,20 @@ def agreed_name(metric: str) -> str:
         if base != metric and base in AGREED_METRICS:
             return base
     return metric
+
+
+def exported_metrics(text: str) -> set[str]:
+    """The metrics of a /metrics page by the names a query reads them by (a counter with its
+    `_total`, a histogram by its base name, an info metric with its `_info`), without the
+    `_created` series prometheus_client adds beside each counter and histogram."""
+    families = {family.name: family.type for family in text_string_to_metric_families(text)}
+    names = set()
+    for name, kind in families.items():
+        base = name.removesuffix("_created")
+        if base != name and families.get(base) in {"counter", "histogram", "summary"}:
+            continue
+        names.add(name + {"counter": "_total", "info": "_info"}.get(kind, ""))
+    return names
 
 
 def exposed_series(text: str) -> dict[str, list[dict[str, str]]]:

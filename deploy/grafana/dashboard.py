@@ -3,11 +3,15 @@
     python deploy/grafana/dashboard.py           # rewrite dashboards/trader.json
     python deploy/grafana/dashboard.py --check   # exit 1 when the JSON is not what this builds
 
-`panels()` declares the panels in order, with the helpers of panel_kit.py beside this file. The
-SDK lays them out left to right and starts a new line when one is full: keep each line 24 wide.
+`panels()` declares the panels in order, with the helpers of panel_kit.py beside this file;
+rows of their own live in the modules beside it (session_panels.py: the clock, sessions,
+schedule and calendars; feed_panels.py: the bars; skill_panels.py; process_panels.py). The SDK
+lays them out left to right and starts a new line when one is full: keep each line 24 wide.
 Every query reads only metrics the daemon exports (tests check each name against a running
-daemon's /metrics) plus Prometheus's own `up`. Only this generator needs grafana-foundation-sdk
-(the dev extra); the daemon never imports it.
+daemon's /metrics) plus Prometheus's own `up`, and every metric the daemon exports is on the
+dashboard or the rules unless tests/deploy_queries.py's LEFT_OFF says why not (process_panels.py
+says which). Only this generator needs grafana-foundation-sdk (the dev extra); the daemon never
+imports it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # as a script it is; loaded by file (the tests) it is not
     sys.path.insert(0, str(HERE))
 
+from feed_panels import bar_panels  # noqa: E402
 from panel_kit import (  # noqa: E402
     AMBER,
     DATASOURCE,
@@ -43,6 +48,9 @@ from panel_kit import (  # noqa: E402
     to_json,
     value_map,
 )
+from process_panels import process_panels  # noqa: E402
+from session_panels import CLOCK, clock_stat, session_panels, status_stats, venue_table  # noqa: E402
+from skill_panels import skill_panels  # noqa: E402
 
 OUTPUT = HERE / "dashboards" / "trader.json"
 SCHEMA_VERSION = 39  # Grafana 11.0; newer Grafana migrates it on load
@@ -55,6 +63,10 @@ TRADING_STATE = " or ".join(
 TRADING_STATE_MAP = value_map(
     ("0", "ACTIVE", GREEN), ("1", "REDUCING", AMBER), ("2", "HALTED", RED)
 )
+LATENCY = "trader_inference_latency_seconds"
+# What TraderInferenceSlowerThanUsual compares: the last hour's p50 with the last week's.
+LATENCY_P50_1H = quantile(0.5, LATENCY, "model, device, mode", window="1h")
+LATENCY_P50_7D = quantile(0.5, LATENCY, "model, device, mode", window="7d")
 
 
 def panels() -> list[Builder[dm.Panel] | db.Row]:
@@ -73,9 +85,9 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).mappings(TRADING_STATE_MAP),
         stat(
             "Since last tick",
-            "Time since the last completed tick; more than two bar periods raises an alert.",
-            f"time() - max({sel('trader_last_tick_timestamp_seconds')} > 0)",
-            thresholds=[(3900, AMBER), (7200, RED)],
+            "Time on the daemon's clock since the scheduled time of the last tick that ran "
+            "(a night or a weekend included: Tick overdue says whether one is late).",
+            f"{CLOCK} - max({sel('trader_last_tick_timestamp_seconds')} > 0)",
         ).unit("s"),
         stat(
             "Equity",
@@ -122,10 +134,10 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).mappings(value_map(("0", "NOT READY", AMBER), ("1", "READY", GREEN))),
         stat(
             "Since last OK tick",
-            "Time since the last tick that traded every symbol (scheduled time). Ticks that run "
-            "but skip a symbol (exchange away, stale quotes, a gap) do not reset it.",
-            f"time() - max({sel('trader_last_ok_tick_timestamp_seconds')} > 0)",
-            thresholds=[(3900, AMBER), (7200, RED)],
+            "Time on the daemon's clock since the last tick that traded every symbol "
+            "(scheduled time). Ticks that run but skip a symbol (exchange away, stale quotes, a "
+            "gap) do not reset it: Not OK in a row counts them.",
+            f"{CLOCK} - max({sel('trader_last_ok_tick_timestamp_seconds')} > 0)",
         ).unit("s"),
         stat(
             "Ticks not OK (1h)",
@@ -156,25 +168,23 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             per_hour("trader_jobs_missed_total"),
             thresholds=[(1, AMBER)],
         ),
-        stat(
-            "Clock",
-            "LIVE on the wall clock; SIMULATED for `trader run --replay` (alerts stay quiet).",
-            f"max({sel('trader_clock_simulated')})",
-        ).mappings(value_map(("0", "LIVE", GREEN), ("1", "SIMULATED", "blue"))),
+        clock_stat(),
+        *status_stats(),
         table(
             "Device",
             "The device the model runs on, and why (trader_device_info).",
             sel("trader_device_info"),
         )
-        .span(14)
+        .span(11)
         .height(4),
         table(
             "Build",
             "Versions of the running daemon (trader_build_info).",
             sel("trader_build_info"),
         )
-        .span(10)
+        .span(8)
         .height(4),
+        venue_table().span(5).height(4),
         db.Row("Ticks"),
         timeseries(
             "Ticks by outcome",
@@ -184,9 +194,11 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             bars=True,
         ),
         timeseries(
-            "Missed ticks",
-            "Missed ticks per hour.",
+            "Missed and late ticks",
+            "Ticks per hour given up as too late (missed), and those that started more than a "
+            "second after their scheduled time (late).",
             query(per_hour("trader_ticks_total", match("outcome", "missed")), "missed"),
+            query(per_hour("trader_ticks_late_total"), "late"),
             bars=True,
             thresholds=[(1, RED)],
         ).span(6),
@@ -221,6 +233,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             bars=True,
             thresholds=[(1, AMBER)],
         ).span(8),
+        *session_panels(),
         db.Row("Model"),
         timeseries(
             "Forecast latency by model and device",
@@ -235,6 +248,15 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             ),
             thresholds=[(10, RED)],
         ).unit("s"),
+        timeseries(
+            "Forecast latency: last hour against last week",
+            "p50 of one batched model call over the last hour over its p50 over the last 7 "
+            "days, by model, device and mode: the daemon against itself. Above 3 for 15 "
+            "minutes raises TraderInferenceSlowerThanUsual (a slowdown the absolute 10 s "
+            "budget would not see); an hour without forecasts has no ratio.",
+            query(f"{LATENCY_P50_1H} / {LATENCY_P50_7D}", "{{model}} {{device}} {{mode}}"),
+            thresholds=[(3, RED)],
+        ).min(0),
         timeseries(
             "Recompiles, graph breaks, CUDA-graph skips",
             "torch.compile events after warm-up, per hour; any recompile raises an alert.",
@@ -254,18 +276,17 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             query(f"max by (kind) ({sel('trader_gpu_memory_bytes')})", "{{kind}}"),
         )
         .unit("bytes")
-        .min(0)
-        .span(24),
+        .min(0),
         db.Row("Market data"),
         timeseries(
             "Quote age",
             "Age of each symbol's newest bid/ask at each scrape, on the daemon's clock: it grows "
-            "while nothing new comes (the exchange away, a book that stopped). Real quotes come "
-            "every schedule.quote_poll_interval_s (10s); past market.max_quote_age_s (30s) the "
-            "symbol skips its tick. Synthetic quotes (ADD_LATEST=0) date from the last bar's "
-            "close.",
+            "while nothing new comes (the exchange away, a book that stopped, a market out of "
+            "session). Real quotes come every schedule.quote_poll_interval_s (10s); past the "
+            "limit drawn beside them (market.max_quote_age_s in force) the symbol skips its "
+            "tick. Synthetic quotes (ADD_LATEST=0) date from the last bar's close.",
             query(f"max by (symbol) ({sel('trader_quote_age_seconds', SYMBOLS)})", "{{symbol}}"),
-            thresholds=[(30, RED)],
+            query(f"max({sel('trader_quote_max_age_seconds')})", "limit (max_quote_age_s)"),
         )
         .unit("s")
         .min(0),
@@ -298,10 +319,12 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         ).span(8),
         timeseries(
             "Exchange errors by kind",
-            "Exchange errors per hour, by kind (retried ones included).",
+            "Exchange errors per hour, by kind (retried ones included; authentication: check "
+            "the venue's keys, see Venue).",
             query(per_hour("trader_exchange_errors_total", by="kind"), "{{kind}}"),
             bars=True,
         ).span(8),
+        *bar_panels(),
         db.Row("Trading"),
         timeseries(
             "Orders",
@@ -379,14 +402,27 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             "MQTT connection",
             "1 while connected to the broker.",
             query(f"max({sel('trader_mqtt_connected')})", "connected"),
-        ).min(0),
+        )
+        .min(0)
+        .span(8),
         timeseries(
             "MQTT events dropped",
             "Events dropped per hour (the publish queue never slows a tick; it drops instead).",
             query(per_hour("trader_mqtt_dropped_total"), "dropped"),
             bars=True,
             thresholds=[(1, AMBER)],
-        ),
+        ).span(8),
+        timeseries(
+            "MQTT commands",
+            "Commands received on the cmd topic per hour, by command and result: anything but "
+            "accepted was refused (bad signature, replayed, stale, malformed, rate limited) or "
+            "failed.",
+            query(
+                per_hour("trader_mqtt_commands_total", by="command, result"),
+                "{{command}} {{result}}",
+            ),
+            bars=True,
+        ).span(8),
         db.Row("Trade stream (Alpaca)"),
         timeseries(
             "Trade-updates stream",
@@ -401,102 +437,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             bars=True,
             thresholds=[(1, AMBER)],
         ),
-    ]
-
-
-def skill_panels() -> list[Builder[dm.Panel] | db.Row]:
-    """Live forecast skill (each forecast scored as its horizon closes, over the last
-    forecast.skill_window of them) and inference stability, per model and symbol."""
-
-    def by_model(metric: str, extra: str = "") -> str:
-        return f"max by (model, symbol{extra}) ({sel(metric, SYMBOLS)})"
-
-    unusable = (
-        f"sum by (model, reason) (increase({sel('trader_forecasts_unusable_total')}[1h])) "
-        f"/ ignoring (reason) group_left "
-        f"sum by (model) (increase({sel('trader_forecasts_total')}[1h]))"
-    )
-    return [
-        db.Row("Forecast skill"),
-        timeseries(
-            "Skill against the naive random walk",
-            "1 - CRPS / CRPS of the naive reference (the random walk with the empirical "
-            "quantiles of the moves over the last forecast.naive_window bars: the baseline's "
-            "construction) over the skill window: above 0 the model's distribution beats it; "
-            "at or below 0 for hours raises an alert. The series marked vs no-change point: "
-            "against the no-change point forecast, which any spread beats (about 0.2 for "
-            "nothing): shown, never alerted on.",
-            query(by_model("trader_forecast_skill_vs_naive"), "{{model}} {{symbol}}"),
-            query(
-                by_model("trader_forecast_skill_vs_no_change"),
-                "{{model}} {{symbol}} vs no-change point",
-            ),
-            thresholds=[(0, RED)],
-        ),
-        timeseries(
-            "CRPS of the forecast return",
-            "Mean CRPS per step over the skill window (quantile approximation), the naive "
-            "reference's (model naive) beside each model's.",
-            query(by_model("trader_forecast_crps"), "{{model}} {{symbol}}"),
-        )
-        .unit("percentunit")
-        .min(0),
-        timeseries(
-            "MASE of the median",
-            "MAE of the median return over that of the no-change point forecast.",
-            query(by_model("trader_forecast_mase"), "{{model}} {{symbol}}"),
-            thresholds=[(1, AMBER)],
-        ).min(0),
-        timeseries(
-            "Interval coverage",
-            "Share of outcomes inside the 50/80/90% central intervals over the skill window; "
-            "a calibrated model's sit at 0.5, 0.8 and 0.9.",
-            query(
-                f"max by (model, symbol, interval) "
-                f"({sel('trader_forecast_coverage', SYMBOLS, match('model', 'naive', '!='))})",
-                "{{model}} {{symbol}} {{interval}}%",
-            ),
-        )
-        .unit("percentunit")
-        .min(0)
-        .max(1),
-        timeseries(
-            "Unusable forecasts",
-            "Share of forecasts in the last hour a model gave nothing usable for (non_finite: "
-            "non-finite output or an error) or that sat at a clip bound (clipped).",
-            query(unusable, "{{model}} {{reason}}"),
-            thresholds=[(0.05, RED)],
-        )
-        .unit("percentunit")
-        .min(0),
-        timeseries(
-            "Predicted spread over realised volatility",
-            "The first step's predicted spread (as a standard deviation) over the window's "
-            "realised one-bar volatility: 1 matches the market's recent moves.",
-            query(by_model("trader_forecast_spread_ratio"), "{{model}} {{symbol}}"),
-        ).min(0),
-        timeseries(
-            "Median jumps",
-            "Tick-to-tick moves of the median forecast beyond forecast.stability_jump_sigmas "
-            "realised sigmas, per hour.",
-            query(
-                per_hour("trader_forecast_median_jumps_total", SYMBOLS, by="model, symbol"),
-                "{{model}} {{symbol}}",
-            ),
-            bars=True,
-            thresholds=[(1, AMBER)],
-        ),
-        timeseries(
-            "Forecasts scored",
-            "Forecasts whose horizon closed, per hour, by outcome (scored; gap: a bar missing "
-            "within it; expired: its origin left the window), and how many the skill window "
-            "holds now.",
-            query(
-                per_hour("trader_forecast_scores_total", SYMBOLS, by="model, outcome"),
-                "{{model}} {{outcome}}",
-            ),
-            query(by_model("trader_forecast_skill_window_forecasts"), "in the window {{model}}"),
-        ).min(0),
+        *process_panels(),
     ]
 
 

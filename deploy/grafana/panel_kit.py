@@ -53,12 +53,12 @@ def per_hour(metric: str, *matchers: str, by: str = "") -> str:
     return f"{total}(increase({sel(metric, *matchers)}[1h]))"
 
 
-def quantile(q: float, histogram: str, by: str = "") -> str:
-    """The q-quantile of a histogram over the dashboard's window (ticks are sparse: one per bar,
-    so a short rate window would mostly be empty)."""
+def quantile(q: float, histogram: str, by: str = "", window: str = "$window") -> str:
+    """The q-quantile of a histogram over the dashboard's window, or the one given (ticks are
+    sparse: one per bar, so a short rate window would mostly be empty)."""
     labels = f"{by}, le" if by else "le"
     return (
-        f"histogram_quantile({q}, sum by ({labels}) (rate({sel(histogram + '_bucket')}[$window])))"
+        f"histogram_quantile({q}, sum by ({labels}) (rate({sel(histogram + '_bucket')}[{window}])))"
     )
 
 
@@ -78,11 +78,19 @@ def value_map(*entries: tuple[str, str, str]) -> list[dm.ValueMapping]:
 P = TypeVar("P", Stat, TimeSeries, Table, StateTimeline)
 
 
-def panel(builder: P, title: str, description: str, *queries: Dataquery, steps: Steps = ()) -> P:
-    """What every panel sets: datasource, targets A, B, ..., thresholds and field defaults."""
+def panel(
+    builder: P,
+    title: str,
+    description: str,
+    *queries: Dataquery,
+    steps: Steps = (),
+    base: str = GREEN,
+) -> P:
+    """What every panel sets: datasource, targets A, B, ..., thresholds (from the `base` colour
+    up) and field defaults."""
     for ref_id, target in zip(string.ascii_uppercase, queries, strict=False):
         builder.with_target(target.ref_id(ref_id))
-    base = [dm.Threshold(None, GREEN)]
+    bottom = [dm.Threshold(None, base)]
     above = [dm.Threshold(value, color) for value, color in steps]
     return (
         builder.title(title)
@@ -90,15 +98,25 @@ def panel(builder: P, title: str, description: str, *queries: Dataquery, steps: 
         .datasource(DATASOURCE)
         .unit("short")
         .mappings([])
-        .thresholds(db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(base + above))
+        .thresholds(db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE).steps(bottom + above))
     )
 
 
-def stat(title: str, description: str, expr: str, *, thresholds: Steps = ()) -> Stat:
-    """The latest value, 3 wide, on a background coloured by its thresholds or mappings."""
-    target = query(expr).instant()
+def stat(
+    title: str,
+    description: str,
+    expr: str,
+    *,
+    thresholds: Steps = (),
+    base: str = GREEN,
+    legend: str = "__auto",
+) -> Stat:
+    """The latest value (one box per series, named by `legend`), 3 wide, on a background
+    coloured by its thresholds or mappings; `base` colours what lies below the first threshold
+    (red for a figure that is bad when low)."""
+    target = query(expr, legend).instant()
     return (
-        panel(Stat(), title, description, target, steps=thresholds)
+        panel(Stat(), title, description, target, steps=thresholds, base=base)
         .span(3)
         .height(4)
         .color_scheme(db.FieldColor().mode(dm.FieldColorModeId.THRESHOLDS))

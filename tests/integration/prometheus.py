@@ -6,6 +6,7 @@ seconds rather than minutes."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -29,8 +30,10 @@ class RunningPrometheus:
     url: str
     log: Path
 
-    def query(self, expr: str) -> dict[str, Any]:
-        params = urllib.parse.urlencode({"query": expr})
+    def query(self, expr: str, at: float | None = None) -> dict[str, Any]:
+        """The expression now, or as it was at `at` (epoch s)."""
+        when = {} if at is None else {"time": f"{at:.3f}"}
+        params = urllib.parse.urlencode({"query": expr} | when)
         status, body = http_get(f"{self.url}/api/v1/query?{params}")
         answer = json.loads(body)
         assert status == 200, (expr, answer)
@@ -41,6 +44,19 @@ class RunningPrometheus:
         """The expression's single value now, None when it has no series."""
         result = self.query(expr)["result"]
         return float(result[0]["value"][1]) if result else None
+
+    def value_at(self, expr: str, at: float) -> float | None:
+        """The expression's single value as it was at `at` (epoch s), None with no series."""
+        result = self.query(expr, at)["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def first_sample(self, selector: str, start: float, end: float) -> float | None:
+        """When (epoch s) a series of `selector` (such as `ALERTS{alertname="X"}`) was first
+        recorded in [start, end]: its raw samples, so to the evaluation, not to a step."""
+        window = f"{max(1, math.ceil(end - start))}s"
+        result = self.query(f"{selector}[{window}]", end)["result"]
+        times = [float(t) for series in result for t, _ in series["values"] if float(t) >= start]
+        return min(times) if times else None
 
     def rules(self) -> list[dict[str, Any]]:
         status, body = http_get(f"{self.url}/api/v1/rules")

@@ -88,6 +88,18 @@ def test_prometheus_scrapes_every_promised_metric_from_a_replay(cli, tmp_path):
             assert query(url, 'trader_device_info{device="cpu"} == 1')
             assert query(url, 'trader_inference_latency_seconds_count{model="baseline"} > 0')
             assert query(url, "trader_last_tick_timestamp_seconds > 1.5e9")  # recorded: 2020
+            # Issue 41's signals: judged on the replay's own clock, in its own timeframe.
+            assert query(url, "trader_timeframe_seconds == 3600")
+            assert query(url, "trader_clock_speed == 36000")
+            assert query(url, "trader_clock_timestamp_seconds > 1.5e9 < 1.7e9")  # 2020, not now
+            assert query(url, "trader_next_tick_due_timestamp_seconds > 1.5e9")
+            due = "trader_next_tick_due_timestamp_seconds - trader_clock_timestamp_seconds"
+            assert query(url, f"{due} >= 0")  # the tick awaited, or the one running now
+            assert query(url, 'trader_market_in_session{symbol="SOL/USDT"} == 1')  # 24/7
+            assert query(url, "trader_replay_finished == 0")  # still running
+            assert query(url, "trader_quote_max_age_seconds == 30")
+            assert query(url, 'trader_exchange_info{venue="ccxt",exchange="binance"} == 1')
+            assert query(url, 'trader_symbol_skips_in_a_row{symbol="SOL/USDT"} >= 0')
         finally:
             prometheus.terminate()
             prometheus.wait(timeout=30)

@@ -7,6 +7,8 @@ fail."""
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import shutil
 import socket
@@ -272,6 +274,11 @@ def test_mosquitto_starts_with_the_stacks_configuration(tmp_path):
     conf = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text()
     conf = conf.replace("listener 1883", f"listener {port} 127.0.0.1")
     conf = conf.replace("/mosquitto/data/", f"{tmp_path}/")
+    (tmp_path / "passwords").touch()  # no users: every login fails
+    conf = conf.replace("/run/secrets/mosquitto_passwords", str(tmp_path / "passwords"))
+    conf = conf.replace("/mosquitto/config/acl", str(DEPLOY / "mosquitto" / "acl"))
+    # It reads the password file as the user it runs as: as root it would drop to "mosquitto".
+    conf += f"user {pwd.getpwuid(os.getuid()).pw_name}\n"
     (tmp_path / "mosquitto.conf").write_text(conf)
     broker = subprocess.Popen(
         [binary, "-c", str(tmp_path / "mosquitto.conf")],
@@ -285,9 +292,10 @@ def test_mosquitto_starts_with_the_stacks_configuration(tmp_path):
             assert broker.poll() is None, broker.communicate()[0]
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
-                    # MQTT 3.1.1 CONNECT, anonymous, clean session: the broker must accept it.
+                    # MQTT 3.1.1 CONNECT, anonymous, clean session: the broker must refuse it.
+                    # (Its users and their topics: test_mosquitto_acl.py.)
                     connection.sendall(bytes.fromhex("100c00044d5154540402003c0000"))
-                    assert connection.recv(4) == bytes.fromhex("20020000")  # CONNACK, accepted
+                    assert connection.recv(4) == bytes.fromhex("20020005")  # not authorised
                 break
             except ConnectionRefusedError:
                 assert time.monotonic() < deadline, "mosquitto never listened"

@@ -56,7 +56,7 @@ async def build_broker(
     import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads only for live
 
     from trader.broker.live.broker import LiveBroker  # noqa: PLC0415
-    from trader.broker.venue_errors import classify  # noqa: PLC0415
+    from trader.broker.venue_errors import Meaning, classify, credentials_hint  # noqa: PLC0415
 
     locks = take_live_locks(settings, sorted(instruments), now)
     try:
@@ -64,9 +64,11 @@ async def build_broker(
             try:
                 balances = await exchange.fetch_balance()
             except ccxt.BaseError as error:
+                found = classify(error)
+                check = f": check {credentials_hint(exchange)}" * (found.meaning is Meaning.HALT)
                 raise StartRefused(
                     f"the venue's balances are needed once, when a live ledger is opened, and "
-                    f"could not be read: {classify(error).label}: {classify(error).detail}"
+                    f"could not be read: {found.label}: {found.detail}{check}"
                 ) from error
             baseline = {
                 str(asset): decimal_from_float(float(value))
@@ -87,6 +89,8 @@ async def build_broker(
                 max_delay_s=settings.exchange.retry_max_delay_s,
             ),
             locks=locks,
+            # Its failed calls counted with the market data's (the same client's).
+            on_error=getattr(feed, "on_error", lambda kind: None),
         )
     except BaseException:
         locks.release()

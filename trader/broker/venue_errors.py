@@ -16,6 +16,7 @@ from enum import StrEnum
 import ccxt.async_support as ccxt
 
 from trader.broker.protocol import BrokerHalt
+from trader.market.retry import refused_credentials
 
 __all__ = ["BrokerHalt", "Classified", "Meaning", "classify", "credentials_hint"]
 
@@ -82,6 +83,10 @@ _WASH_TRADE = ("potential wash trade", "while a short sell order is open",
 
 def classify(error: BaseException) -> Classified:
     detail = _detail(error)
+    # Refused keys first: ccxt raises Binance's -2015 as DDoSProtection once the client has
+    # authenticated before (`refused_credentials` says why that still halts).
+    if refused_credentials(error):
+        return Classified(Meaning.HALT, "authentication", detail)
     # Binance answers a reused open client id with -2010, which ccxt maps to InvalidOrder.
     if "Duplicate order sent" in str(error):
         return Classified(Meaning.EXISTS, "duplicate_id", detail)

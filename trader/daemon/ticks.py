@@ -27,7 +27,6 @@ from trader.logging import get_logger
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.calendars.per_symbol import SymbolCalendars
 
-LATE_AFTER_S = 1.0  # a tick that starts later than this after its time counts as late
 MAX_MISSED_OBSERVED = 1000  # a long stall is counted whole, its lateness sampled
 
 
@@ -108,9 +107,17 @@ class RecordedTicks:
 class TickObserver(Protocol):
     def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None: ...
 
+    def on_due(self, at: datetime | None) -> None:
+        """The tick the loop now waits for or runs (kept while it runs, so a tick that hangs
+        leaves it in the past); None once the times have run out."""
+        ...
+
 
 class _NoObserver:
     def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None:
+        return None
+
+    def on_due(self, at: datetime | None) -> None:
         return None
 
 
@@ -136,6 +143,7 @@ class TickLoop:
         self._log = get_logger("trader.ticks")
         self.ran = 0
         self.last: datetime | None = None  # the last tick time run or given up
+        self.due: datetime | None = None  # the tick awaited or running now (None: no more)
 
     async def run(
         self,
@@ -148,12 +156,14 @@ class TickLoop:
         `after` (the ledger's last tick). The number of ticks run."""
         self.last = after
         at = self._first(after)
+        self._due(at)
         while at is not None and not stop.is_set():
             if max_ticks is not None and self.ran >= max_ticks:
                 break
             if not await self._sleep_until(at, stop):
                 break
             at = self._coalesce(at, self.clock.now())
+            self._due(at)
             lateness = self.times.lateness(at, self.clock.now()).total_seconds()
             if lateness > self.grace.total_seconds():
                 self._observer.on_lateness(at, lateness, missed=True)
@@ -163,7 +173,12 @@ class TickLoop:
                 await self._run_one(at, lateness)
             self.last = at
             at = self.times.after(at)
+            self._due(at)
         return self.ran
+
+    def _due(self, at: datetime | None) -> None:
+        self.due = at
+        self._observer.on_due(at)
 
     def _first(self, after: datetime | None) -> datetime | None:
         """The tick that fell due last, if it is within the grace and not done yet (a start

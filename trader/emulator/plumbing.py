@@ -6,6 +6,7 @@ market's clock); and the account dump the control side shows."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,6 +56,10 @@ async def apply_fault(
     internal-error JSON)."""
     if fault.kind == "delay":
         await asyncio.sleep(fault.delay_s)
+        return None
+    if fault.kind == "hold":
+        with contextlib.suppress(TimeoutError):  # held its longest: answered as usual then
+            await asyncio.wait_for(fault.released.wait(), fault.delay_s or None)
         return None
     if fault.kind == "status":
         headers = {"Retry-After": str(fault.retry_after_s)} if fault.retry_after_s else None

@@ -92,6 +92,11 @@ class CcxtMarketData:
             retry or RetryPolicy(), clock, on_error, retry_after=self._retry_after
         )
 
+    @property
+    def on_error(self) -> Callable[[str], None]:
+        """What each failed call is reported to, by kind (the live broker reports its own)."""
+        return self._retrier.on_error
+
     def _retry_after(self) -> float | None:
         return retry_after(self.exchange)
 

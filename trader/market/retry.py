@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -15,6 +16,23 @@ from trader.market.feed import ExchangeCallFailed
 
 T = TypeVar("T")
 EPOCH_2001 = 1e9  # seconds: any X-RateLimit-Reset under this counts seconds, not a date
+_BINANCE_KEY_REFUSED = re.compile(r'"code"\s*:\s*-2015\b')
+
+
+def refused_credentials(error: BaseException) -> bool:
+    """Whether the venue refused our keys: ccxt's AuthenticationError (PermissionDenied is
+    one; Binance's HTTP 401 -2014 "API-key format invalid." and -2015 "Invalid API-key, IP, or
+    permissions for action.", Alpaca's 401), and Binance's -2015 that ccxt raises as
+    DDoSProtection once the same client has authenticated before (ccxt 4.5 binance.py
+    handle_errors, `hasAlreadyAuthenticatedSuccessfully`: "raised by Binance on a temporary
+    ban"). A key revoked, an IP taken off its list or a permission removed while the daemon
+    runs answers exactly that, and Binance bans with HTTP 418/429 -1003 (its REST API's
+    LIMITS), so a person must look: never retried, counted as `authentication`."""
+    import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads where exchanges are called
+
+    if isinstance(error, ccxt.AuthenticationError):
+        return True
+    return isinstance(error, ccxt.DDoSProtection) and bool(_BINANCE_KEY_REFUSED.search(str(error)))
 
 
 def error_kind(error: BaseException) -> str | None:
@@ -24,6 +42,8 @@ def error_kind(error: BaseException) -> str | None:
     each is named before the catch-all."""
     import ccxt.async_support as ccxt  # noqa: PLC0415 - ccxt loads where exchanges are called
 
+    if refused_credentials(error):
+        return None
     for kind, cls in (
         ("rate_limited", ccxt.RateLimitExceeded),
         ("ddos_protection", ccxt.DDoSProtection),
@@ -43,12 +63,9 @@ def failure_kind(error: BaseException) -> str:
     """The label a failed exchange call is counted under: its retryable kind, credentials the
     exchange refused (`authentication`: a person must fix the keys, so an alert names it), or
     any other exchange error."""
-    import ccxt.async_support as ccxt  # noqa: PLC0415
-
-    kind = error_kind(error)
-    if kind is not None:
-        return kind
-    return "authentication" if isinstance(error, ccxt.AuthenticationError) else "exchange_error"
+    if refused_credentials(error):
+        return "authentication"
+    return error_kind(error) or "exchange_error"
 
 
 def asked_wait(headers: Mapping[str, str], now_s: float) -> float | None:

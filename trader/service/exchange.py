@@ -1,10 +1,16 @@
 """Whether the exchange answers. An unreachable exchange never stops the daemon: it is said
 plainly (the log when it changes, /readyz's "exchange" check, the metric), start-up goes on,
-the market data is started again until it succeeds, and trading resumes once it is back."""
+the market data is started again until it succeeds, and trading resumes once it is back: the
+moment it answers again, `when_back`'s callback runs (a reconciliation, `jobs.py`).
+
+Every failed call is counted by kind; keys the venue refuses (`authentication`) are also said
+in the log with the settings to check for that venue, never the keys themselves."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from structlog.typing import FilteringBoundLogger as Logger
 
@@ -14,6 +20,7 @@ from trader.service.parts import Parts, StartupFailed
 
 MARKET_RETRY_MAX_S = 60.0
 NOT_CONTACTED = "not contacted yet"
+CREDENTIALS_LOG_EVERY_S = 60.0  # every refused call is counted; the log says it this often
 
 
 class ExchangeConnection:
@@ -22,6 +29,9 @@ class ExchangeConnection:
         self._log = log
         self._state: tuple[bool, str] = (False, NOT_CONTACTED)
         self._market_started = False
+        self._on_back: Callable[[], None] | None = None
+        self._back_unheard = False  # back before anyone asked to hear it
+        self._credentials_said = -CREDENTIALS_LOG_EVERY_S  # time.monotonic() of the last
 
     def market_started(self) -> bool:
         """The symbols are checked and the windows loaded (by start-up, a retry or a tick)."""
@@ -31,20 +41,53 @@ class ExchangeConnection:
         """The readiness check: reachable, or why not."""
         return self._state
 
+    def when_back(self, callback: Callable[[], None]) -> None:
+        """Have `callback` run each time the exchange answers again after it was unreachable
+        (at once for a return that came before this was asked). The first contact is not a
+        return: start-up has just reconciled."""
+        self._on_back = callback
+        if self._back_unheard:
+            self._back_unheard = False
+            callback()
+
     def set(self, up: bool, detail: str) -> None:
         was = self._state
-        if up and not was[0] and was[1] != NOT_CONTACTED:
+        back = up and not was[0] and was[1] != NOT_CONTACTED
+        if back:
             self._log.info("exchange reachable again", exchange=self.feed_name())
         elif not up and was[0]:
             self._log.error("exchange unreachable", exchange=self.feed_name(), why=detail)
         self._state = (up, detail)
         if self._parts.metrics is not None:
             self._parts.metrics.exchange_reachable.set(up)
+        if back:
+            if self._on_back is None:
+                self._back_unheard = True
+            else:
+                self._on_back()
 
     def on_error(self, kind: str) -> None:
-        """A failed exchange call, by kind (the feed reports each)."""
+        """A failed exchange call, by kind (the feed and the live broker report each)."""
         if self._parts.metrics is not None:
             self._parts.metrics.exchange_error(kind)
+        if kind == "authentication":
+            self._credentials_refused()
+
+    def _credentials_refused(self) -> None:
+        now = time.monotonic()
+        if now - self._credentials_said < CREDENTIALS_LOG_EVERY_S:
+            return
+        self._credentials_said = now
+        venue = self._parts.venue
+        exchange = getattr(venue.feed, "exchange", None) if venue is not None else None
+        if exchange is None:
+            return  # a replay never calls an exchange
+        from trader.broker.venue_errors import credentials_hint  # noqa: PLC0415 - loads ccxt
+
+        self._log.error(
+            "exchange refused our credentials: a person must fix them",
+            exchange=self.feed_name(), check=credentials_hint(exchange),
+        )  # fmt: skip
 
     async def start_market(self) -> bool:
         """Check the symbols with the venue and reload the bar windows; False while the

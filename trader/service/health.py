@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from trader.domain import Timeframe
+from trader.domain import to_epoch_ms
+from trader.market.calendars.known_end import readiness
 from trader.market.hygiene import SkipReason
 from trader.risk.state import TradingState
 from trader.service.parts import Parts
@@ -13,8 +14,8 @@ from trader.telemetry.readiness import Verdict
 
 
 def data_check(parts: Parts) -> tuple[bool, str]:
-    """Fresh: a tick within a bar and the settle delay (live), no skipped symbol, a good
-    quote for every symbol (live)."""
+    """Fresh: the tick that is due not later than the settle delay and misfire grace (live),
+    no skipped symbol, a good quote for every symbol (live)."""
     venue, report, settings = parts.venue, parts.last_report, parts.settings
     assert venue is not None
     problems: list[str] = []
@@ -25,12 +26,15 @@ def data_check(parts: Parts) -> tuple[bool, str]:
         # The data step's words where it has them ("gap: 12 of 16 bars in a row ...").
         status = parts.engine.market.status if parts.engine is not None else {}
         problems += [f"{s}: {status.get(s, r)}" for s, r in report.skipped.items()]
+        # Late against the tick that is due, not the last one run: a market closed for the
+        # night, a weekend or a holiday has no tick due, and is not stale for it.
         schedule = settings.schedule
-        allowed = Timeframe(settings.market.timeframe).duration + timedelta(
-            seconds=schedule.settle_delay_s + schedule.misfire_grace_s
-        )
-        if venue.kind == "live" and venue.clock.now() - report.at > allowed:
-            problems.append(f"no tick since {report.at.isoformat()}")
+        allowed = timedelta(seconds=schedule.settle_delay_s + schedule.misfire_grace_s)
+        due = parts.ticks.due if parts.ticks is not None else None
+        if venue.kind == "live" and due is not None and venue.clock.now() - due > allowed:
+            problems.append(
+                f"no tick since {report.at.isoformat()} (one was due {due.isoformat()})"
+            )
     if venue.kind == "live":
         for symbol in settings.market.symbols:
             quote = parts.quotes.get(symbol)
@@ -40,6 +44,14 @@ def data_check(parts: Parts) -> tuple[bool, str]:
                 problems.append(f"{symbol}: quote {quote}")
     unique = list(dict.fromkeys(problems))
     return (not unique, "; ".join(unique) or "fresh")
+
+
+def calendar_check(parts: Parts) -> tuple[bool, str]:
+    """Always ok (the daemon trades on the regular week past a calendar's known sessions),
+    but says so, and what to do."""
+    venue = parts.venue
+    assert venue is not None
+    return True, readiness(venue.calendars.known_ends(), to_epoch_ms(venue.clock.now()))
 
 
 def trading_state_check(parts: Parts) -> tuple[bool, str]:

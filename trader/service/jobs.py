@@ -1,6 +1,7 @@
 """The jobs that run on the wall clock between ticks: the real bid/ask for readiness and the
 metrics, an equity snapshot at those quotes, the MQTT heartbeat and a periodic reconciliation
-with the broker. A job that misses its slot is counted, never queued up."""
+with the broker, and one more the moment the exchange answers again after an outage. A job
+that misses its slot is counted, never queued up."""
 
 from __future__ import annotations
 
@@ -23,12 +24,18 @@ from trader.service.parts import Parts
 from trader.telemetry import events
 
 
-async def reconcile(parts: Parts, lock: asyncio.Lock, log: Logger) -> None:
-    """Reconcile the ledger with the broker (between ticks) and mark /readyz's "reconciled"."""
+async def reconcile(
+    parts: Parts, lock: asyncio.Lock, log: Logger, *, unless_stopping: bool = False
+) -> None:
+    """Reconcile the ledger with the broker (between ticks) and mark /readyz's "reconciled".
+    `unless_stopping`: not when the daemon began stopping (or failed to start) while this
+    waited for the lock."""
     engine, venue = parts.engine, parts.venue
     assert engine is not None
     assert venue is not None
     async with lock:
+        if unless_stopping and (parts.phase == "stopping" or parts.phase.startswith("failed")):
+            return
         try:
             report = await engine.reconcile(venue.clock.now())
         except Exception:
@@ -39,6 +46,53 @@ async def reconcile(parts: Parts, lock: asyncio.Lock, log: Logger) -> None:
         bool(engine.reconciled),
         report.summary if not engine.reconciled else "reconciled",
     )
+
+
+class ReconcileOnRecovery:
+    """A reconciliation the moment the exchange answers again after an outage, so that the
+    next tick trades: one that failed while it was away (`engine.reconciled` False) would
+    otherwise keep every order refused as "unreconciled" until the next scheduled one.
+
+    Under the tick lock, in the background, never two at a time and at most one per return
+    (a return while one runs has one more run after it). Its calls share the feed's ccxt
+    client and so its rate limiter (`enableRateLimit`: every request waits its cost in the
+    exchange's `rateLimit`, e.g. Binance's 50 ms a weight unit), behind the ticks' and quotes'
+    calls, and the live broker's retries back off as the venue asks."""
+
+    def __init__(self, parts: Parts, lock: asyncio.Lock, log: Logger) -> None:
+        self.parts, self.lock, self.log = parts, lock, log
+        self._running: asyncio.Task[None] | None = None
+        self._again = False
+
+    def __call__(self) -> None:
+        engine = self.parts.engine
+        if engine is None or not engine.broker.external or self.parts.phase == "stopping":
+            return  # a paper account is this process's own: nothing happened meanwhile
+        if self._running is not None:
+            if not self._running.done():
+                self._again = True
+                return
+            if self._running in self.parts.tasks:  # outages over months grow no list
+                self.parts.tasks.remove(self._running)
+        self._running = asyncio.get_running_loop().create_task(self._run())
+        self._running.set_name("reconcile on recovery")
+        self.parts.tasks.append(self._running)  # ended with the other background tasks
+
+    async def _run(self) -> None:
+        again = True
+        while again:
+            self._again = False
+            broker = self.parts.engine.broker.name if self.parts.engine is not None else "?"
+            self.log.info("exchange back: reconciling now", broker=broker)
+            work = asyncio.ensure_future(
+                reconcile(self.parts, self.lock, self.log, unless_stopping=True)
+            )
+            try:
+                await asyncio.shield(work)
+            except asyncio.CancelledError:
+                await work  # a stop lets a reconciliation under way finish, as the jobs do
+                raise
+            again = self._again and self.parts.phase != "stopping"
 
 
 @dataclass(frozen=True)
@@ -60,6 +114,7 @@ class ScheduledJobs:
         if self.parts.link is not None:
             jobs.every("heartbeat", self.parts.settings.mqtt.heartbeat_interval_s, self.heartbeat)
         jobs.start()
+        self.exchange.when_back(ReconcileOnRecovery(self.parts, self.lock, self.log))
         return jobs
 
     async def reconcile(self) -> None:

@@ -27,6 +27,7 @@ from trader.ledger.nonces import CommandNonces
 from trader.market.hygiene import SkipReason
 from trader.market.replay_calendars import ReplayCalendars
 from trader.runner import Venue
+from trader.telemetry.calendar_metrics import CalendarMetrics
 from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.mqtt import MqttLink
@@ -84,6 +85,7 @@ class Parts:
     # telemetry
     metrics: Metrics | None = None
     skill_metrics: SkillMetrics | None = None
+    calendar_metrics: CalendarMetrics | None = None
     endpoint: HttpEndpoint | None = None
     link: MqttLink | None = None
     # start-up

@@ -133,6 +133,7 @@ class Startup:
         """Where bars, quotes and time come from; None for a replay with nothing left to run.
         The metrics measure quote ages on the venue's clock."""
         parts, settings, replay = self.parts, self.parts.settings, self.parts.replay
+        until: datetime | None = None  # a replay's last tick
         if replay is None:
             try:
                 parts.venue = live_venue(settings, last, self.exchange.on_error)
@@ -143,12 +144,24 @@ class Startup:
             if not times:
                 self.log.info("replay: every tick is in the ledger already", last=str(last))
                 return None
+            until = times[-1]
             parts.venue = replay_venue(
                 settings, replay.replay, times, replay.speed, resume_after=last
             )
         if parts.metrics is not None:
-            parts.metrics.use_clock(parts.venue.clock)
+            parts.metrics.use_clock(parts.venue.clock, parts.venue.calendars)
+        self._calendars(parts.venue, until)
         return parts.venue
+
+    def _calendars(self, venue: Venue, until: datetime | None) -> None:
+        """Calendars whose known sessions have ended or end soon (or before a replay's last
+        tick) are said at every start, in /readyz, and in the metrics."""
+        parts = self.parts
+        for notice in venue.calendars.notices(venue.clock.now(), until):
+            self.log.warning("calendar sessions run out", **notice.fields())
+        parts.readiness.add("calendars", partial(health.calendar_check, parts))
+        if parts.calendar_metrics is not None:
+            parts.calendar_metrics.watch(venue.calendars, venue.clock)
 
     async def _recover(
         self,

@@ -17,6 +17,7 @@ from trader.runner import model_names
 from trader.service.health import publish_verdict
 from trader.service.parts import Parts, StartupFailed
 from trader.service.status import publish_status
+from trader.telemetry.calendar_metrics import CalendarMetrics, configured_calendars
 from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.mqtt import MqttLink
@@ -37,8 +38,16 @@ async def start_telemetry(
         simulated_clock=parts.replay is not None,  # the clock itself comes with the venue
     )
     metrics.set_risk_limits(settings.risk)
+    # The engine's settings once it exists: a reload swaps them (the timeframe, the quote age).
+    metrics.schedule.use_settings(lambda: parts.engine.settings if parts.engine else parts.settings)
     parts.skill_metrics = SkillMetrics(
         metrics.registry, settings.market.symbols, model_names(settings)
+    )
+    parts.calendar_metrics = CalendarMetrics(
+        metrics.registry,
+        configured_calendars(settings.market)
+        if parts.replay is None
+        else [end.calendar for end in parts.replay.replay.calendars.known_ends()],
     )
     parts.readiness.mark("started", False, "starting")
     if settings.metrics.enabled:

@@ -54,6 +54,15 @@ class Ticking:
         if self.parts.metrics is not None:
             self.parts.metrics.observe_lateness(lateness_s, missed=missed)
 
+    def on_due(self, at: datetime | None) -> None:
+        """The tick loop's next tick; None: its times ran out (a replay has run them all)."""
+        metrics = self.parts.metrics
+        if metrics is None:
+            return
+        metrics.schedule.due(None if at is None else at.timestamp())
+        if at is None and self.parts.replay is not None:
+            metrics.schedule.replay_finished.set(1)
+
     def after_report(self, report: TickReport) -> None:
         """Every tick's report (the engine's hook), before telemetry publishes it."""
         parts = self.parts

@@ -20,19 +20,21 @@ from trader.clock import Clock
 from trader.config.trading_settings import RiskSettings
 from trader.domain import DomainError, Fill, OrderStatus, Portfolio, Quote, QuoteSource, Side
 from trader.engine.report import STAGES, TickReport
+from trader.market.calendars.calendar import TradingCalendar
 from trader.market.hygiene import SkipCounter, SkipReason
 from trader.risk.state import TradingState, TradingStatus
 from trader.telemetry.daemon_metrics import DaemonMetrics
 from trader.telemetry.feed_metrics import FeedMetrics
 from trader.telemetry.labels import (
     GPU_MEMORY_KINDS,
-    LATENESS,
+    INFERENCE_SECONDS,
     RISK_LIMITS,
-    SECONDS,
+    STAGE_SECONDS,
     TICK_OUTCOMES,
     tick_outcome,
 )
 from trader.telemetry.quote_age import QuoteAges
+from trader.telemetry.schedule_metrics import ScheduleMetrics
 
 
 def count_fills(metrics: Metrics, fills: Sequence[Fill]) -> None:
@@ -66,11 +68,11 @@ class Metrics(DaemonMetrics):
         r = registry
         self.tick_duration = Histogram(
             "trader_tick_duration_seconds", "Time spent in each stage of a tick ('total': all)",
-            ["stage"], registry=r, buckets=SECONDS,
+            ["stage"], registry=r, buckets=STAGE_SECONDS,
         )  # fmt: skip
         self.inference_latency = Histogram(
             "trader_inference_latency_seconds", "One batched model call, all symbols",
-            ["model", "device", "mode"], registry=r, buckets=SECONDS,
+            ["model", "device", "mode"], registry=r, buckets=INFERENCE_SECONDS,
         )  # fmt: skip
         self.recompiles = Counter(
             "trader_torch_recompiles_total", "torch.compile recompiles after warm-up", ["model"],
@@ -91,14 +93,6 @@ class Metrics(DaemonMetrics):
         self.ticks = Counter(
             "trader_ticks_total", "Ticks by outcome (missed: given up, too late to run)",
             ["outcome"], registry=r,
-        )  # fmt: skip
-        self.ticks_late = Counter(
-            "trader_ticks_late_total", "Ticks that started more than a second after their time",
-            registry=r,
-        )  # fmt: skip
-        self.tick_lateness = Histogram(
-            "trader_tick_lateness_seconds", "How long after its scheduled time a tick started "
-            "(or was given up)", registry=r, buckets=LATENESS,
         )  # fmt: skip
         self.quote_age = Gauge(
             "trader_quote_age_seconds", "Age of the newest quote now, on the daemon's clock "
@@ -158,6 +152,7 @@ class Metrics(DaemonMetrics):
             ["symbol"], registry=r,
         )  # fmt: skip
         self.feed = FeedMetrics(r)
+        self.schedule = ScheduleMetrics(r, self.symbols)
         self.contiguous_bars = Gauge(
             "trader_window_contiguous_bars",
             "Newest bars of a symbol's window in a row, nothing missing between them",
@@ -226,9 +221,13 @@ class Metrics(DaemonMetrics):
             self.fees.inc(_number(fees_paid))
         self.set_state(status)
 
-    def use_clock(self, clock: Clock) -> None:
-        """The daemon's clock (the venue's), once start-up has made it: quote ages use it."""
+    def use_clock(
+        self, clock: Clock, calendars: Mapping[str, TradingCalendar] | None = None
+    ) -> None:
+        """The daemon's clock (the venue's) and each symbol's calendar, once start-up has made
+        them: quote ages, the clock's own series and the sessions are measured on them."""
         self.quote_ages.clock = clock
+        self.schedule.use_venue(clock, calendars or {})
 
     def set_risk_limits(self, risk: RiskSettings) -> None:
         """The limits in force (at start-up, and after each reload)."""
@@ -246,6 +245,7 @@ class Metrics(DaemonMetrics):
         if outcome == "ok":  # first: a scrape between the two never sees a degraded tick
             self.last_ok_tick.set(report.at.timestamp())
         self.last_tick.set(report.at.timestamp())
+        self.schedule.tick(report)
         for symbol, at in report.quote_times.items():
             self.quote_ages.saw(symbol, at)
         for order in report.orders:
@@ -312,11 +312,9 @@ class Metrics(DaemonMetrics):
             self.trading_state.labels(state.value).set(state is status.state)
 
     def observe_lateness(self, seconds: float, *, missed: bool = False) -> None:
-        self.tick_lateness.observe(max(0.0, seconds))
+        self.schedule.lateness(seconds, missed=missed)
         if missed:
             self.ticks.labels("missed").inc()
-        elif seconds > 1.0:
-            self.ticks_late.inc()
 
     # --- from other threads and tasks -------------------------------------------------------
 

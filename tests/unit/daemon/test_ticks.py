@@ -37,9 +37,13 @@ class ManualClock:
 class Recorder:
     def __init__(self) -> None:
         self.lateness: list[tuple[datetime, float, bool]] = []
+        self.due: list[datetime | None] = []
 
     def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None:
         self.lateness.append((at, lateness_s, missed))
+
+    def on_due(self, at: datetime | None) -> None:
+        self.due.append(at)
 
 
 def test_bar_close_ticks_fall_at_each_close_plus_the_settle_delay():
@@ -240,3 +244,62 @@ async def test_without_a_grace_no_tick_is_too_late():
     loop = TickLoop(tick, RecordedTicks([T0, T0 + HOUR]), clock, grace_s=None)
     assert await loop.run(asyncio.Event(), after=T0 - HOUR) == 1
     assert seen == [T0 + HOUR]  # coalesced to the latest due, and run however late
+
+
+def changes(due: list[datetime | None]) -> list[datetime | None]:
+    """The due times the observer was told, each once (it is told again as a tick starts)."""
+    return [at for i, at in enumerate(due) if i == 0 or at != due[i - 1]]
+
+
+async def test_the_observer_is_told_each_due_tick_and_none_when_the_times_run_out():
+    times = [T0 + HOUR * i for i in range(3)]
+    recorder = Recorder()
+    seen: list[tuple[datetime, datetime | None]] = []
+
+    async def tick(at: datetime) -> TickReport:
+        seen.append((at, recorder.due[-1]))
+        return TickReport(at)
+
+    loop = TickLoop(tick, RecordedTicks(times), SimulatedClock(times[0]), grace_s=600,
+                    observer=recorder)  # fmt: skip
+    assert await loop.run(asyncio.Event()) == 3
+    assert changes(recorder.due) == [*times, None]
+    assert all(at == due for at, due in seen)  # while a tick runs, it is the one due
+
+
+async def test_a_stopped_loop_leaves_the_next_tick_due_and_a_coalesced_tick_is_the_one_due():
+    clock = ManualClock(T0 - timedelta(minutes=10))
+    recorder = Recorder()
+
+    async def tick(at: datetime) -> TickReport:
+        if at == T0:
+            clock.advance(timedelta(hours=2, minutes=5))  # overran two closes
+        return TickReport(at)
+
+    ticks = BarCloseTicks(Timeframe("1h"), timedelta(seconds=5))
+    loop = TickLoop(tick, ticks, clock, grace_s=600, observer=recorder)
+    assert await loop.run(asyncio.Event(), max_ticks=2) == 2
+    # 11:00:05 was due after 10:00:05 ran; 12:00:05 ran in its place; 13:00:05 is next.
+    assert changes(recorder.due) == [T0, T0 + HOUR, T0 + 2 * HOUR, T0 + 3 * HOUR]
+
+
+async def test_a_hanging_tick_keeps_its_due_time_while_the_clock_runs_past_it():
+    clock = SimulatedClock(T0)
+    recorder = Recorder()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def tick(at: datetime) -> TickReport:
+        started.set()
+        await release.wait()  # a hung exchange call
+        return TickReport(at)
+
+    loop = TickLoop(tick, RecordedTicks([T0, T0 + HOUR]), clock, grace_s=None,
+                    observer=recorder)  # fmt: skip
+    running = asyncio.create_task(loop.run(asyncio.Event()))
+    await asyncio.wait_for(started.wait(), timeout=5)
+    clock.advance_to(T0 + timedelta(minutes=30))
+    await asyncio.sleep(0)
+    assert recorder.due[-1] == T0 < clock.now()  # in the past: the scheduler is stuck
+    release.set()
+    assert await asyncio.wait_for(running, timeout=5) == 2
+    assert changes(recorder.due)[-2:] == [T0 + HOUR, None]

@@ -171,7 +171,13 @@ def test_the_daemon_reaches_mosquitto_on_its_listener():
     assert mounts("mosquitto")["./mosquitto/mosquitto.conf"] == "/mosquitto/config/mosquitto.conf"
 
 
-@pytest.mark.parametrize("source", re.findall(r"^COPY (?!--from)(\S+) ", DOCKERFILE, re.M))
+def copied_sources() -> list[str]:
+    """Every source of every COPY from the build context (all but a COPY's last word)."""
+    lines = re.findall(r"^COPY (?!--from)(.+)$", DOCKERFILE, re.M)
+    return [source for line in lines for source in line.split()[:-1]]
+
+
+@pytest.mark.parametrize("source", copied_sources())
 def test_what_the_dockerfile_copies_is_in_the_build_context(source):
     patterns = ignore_patterns(ROOT / ".dockerignore")
     assert patterns[0] == "*"  # an allow-list: nothing else is sent to the builder
@@ -198,7 +204,8 @@ def test_the_image_runs_the_python_and_torch_the_tests_run():
     [python] = re.findall(r"^ARG PYTHON_IMAGE=python:(\d+\.\d+)-slim-(\w+)$", DOCKERFILE, re.M)
     assert python == (oldest, "bookworm")
     makefile = (ROOT / "Makefile").read_text()
-    [tested] = re.findall(r"^TORCH_SPEC \?=.*\btorch==([\d.]+)\)$", makefile, re.M)
+    assert re.search(r"^TORCH_SPEC \?=.*\btorch==\$\(TORCH_VERSION\)\)$", makefile, re.M)
+    [tested] = re.findall(r"^TORCH_VERSION := ([\d.]+)$", makefile, re.M)
     [built] = re.findall(r"^ARG TORCH_VERSION=(\S+)$", DOCKERFILE, re.M)
     assert built == tested
     # The GPU build must carry Blackwell kernels (the build checks), unless asked for none.
@@ -206,3 +213,128 @@ def test_the_image_runs_the_python_and_torch_the_tests_run():
     # Every FROM is one of the stages or that Python image.
     for source in re.findall(r"^FROM (\S+)", DOCKERFILE, re.M):
         assert source in {"${PYTHON_IMAGE}", "app"}, source
+
+
+# --- healthy and closed ----------------------------------------------------------------------
+
+# What each pinned image can run its healthcheck with: prom/* are busybox images and Grafana's
+# is Alpine (busybox wget, no curl); the Mosquitto image ships its own clients.
+HEALTH_URLS = {
+    "prometheus": ("wget", "http://127.0.0.1:9090/-/healthy"),
+    "alertmanager": ("wget", "http://127.0.0.1:9093/-/healthy"),
+    "grafana": ("wget", "http://127.0.0.1:3000/api/health"),
+}
+
+
+def secret_paths(service: str) -> set[str]:
+    """Where the compose secrets a service lists appear inside its container."""
+    return {f"/run/secrets/{name}" for name in SERVICES[service].get("secrets", [])}
+
+
+def acl_blocks() -> dict[str, list[tuple[str, str]]]:
+    """The ACL file's (access, topic) lines by user."""
+    blocks: dict[str, list[tuple[str, str]]] = {}
+    user = None
+    for line in (DEPLOY / "mosquitto" / "acl").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["user"]:
+            user = words[1]
+            blocks[user] = []
+        elif words[:1] == ["topic"]:
+            assert user is not None, line  # a line before any user would apply to anonymous
+            blocks[user].append((words[1], words[2]))
+    return blocks
+
+
+def mosquitto_conf() -> dict[str, str]:
+    lines = (DEPLOY / "mosquitto" / "mosquitto.conf").read_text().splitlines()
+    return dict(line.split(" ", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_every_service_has_a_healthcheck_its_image_can_run():
+    for name, service in SERVICES.items():
+        check = service.get("healthcheck", {})
+        assert not check.get("disable"), name
+        if "build" in service:
+            # The image's own HEALTHCHECK (test_the_image_runs_as_a_non_root_user_...).
+            assert "test" not in check, name
+            continue
+        assert check["test"][0] in {"CMD", "CMD-SHELL"}, name
+        assert {"interval", "timeout", "retries", "start_period"} <= set(check), name
+        if name in HEALTH_URLS:
+            tool, url = HEALTH_URLS[name]
+            assert check["test"][:2] == ["CMD", tool], name
+            assert url in check["test"], name
+            port = url.split(":")[2].split("/")[0]
+            assert f"127.0.0.1:{port}:{port}" in service["ports"], name
+    command = SERVICES["mosquitto"]["healthcheck"]["test"][1]
+    assert command.startswith("mosquitto_sub ")
+    assert "-u healthcheck" in command
+    assert "$$SYS/" in command  # a literal $ for the shell, not a compose variable
+
+
+def test_every_dependency_waits_for_a_healthy_service():
+    for name, service in SERVICES.items():
+        depends = service.get("depends_on", {})
+        assert isinstance(depends, dict), (name, depends)  # the short list form has no condition
+        for needed, how in depends.items():
+            assert how["condition"] == "service_healthy", (name, needed)
+            assert "healthcheck" in SERVICES[needed] or "build" in SERVICES[needed], needed
+    assert set(SERVICES["trader"]["depends_on"]) == {"mosquitto"}
+    # Prometheus comes up without the daemon: it is what pages when the daemon does not.
+    assert set(SERVICES["prometheus"]["depends_on"]) == {"alertmanager"}
+    assert set(SERVICES["grafana"]["depends_on"]) == {"prometheus"}
+
+
+def test_secrets_are_files_in_the_git_ignored_secrets_folder():
+    for name, secret in COMPOSE["secrets"].items():
+        assert Path(secret["file"]).parent == Path("./secrets"), name
+    for service in SERVICES.values():
+        assert set(service.get("secrets", [])) <= set(COMPOSE["secrets"])
+
+
+def test_grafana_takes_its_admin_password_from_a_secret_and_admin_admin_is_gone():
+    environment = SERVICES["grafana"]["environment"]
+    assert environment["GF_SECURITY_ADMIN_PASSWORD__FILE"] in secret_paths("grafana")
+    assert "GF_SECURITY_ADMIN_PASSWORD" not in environment
+    assert environment["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+    for path in [ROOT / "README.md", *DEPLOY.rglob("*")]:
+        if path.is_file() and path.suffix in {".md", ".yaml", ".yml", ".conf", ".ini", ""}:
+            assert "admin/admin" not in path.read_text(errors="replace"), path
+
+
+def test_mosquitto_refuses_anonymous_clients_and_reads_its_users_and_acl():
+    conf = mosquitto_conf()
+    assert conf["allow_anonymous"] == "false"
+    assert conf["password_file"] in secret_paths("mosquitto")
+    assert mounts("mosquitto")["./mosquitto/acl"] == conf["acl_file"]
+    command = SERVICES["mosquitto"]["healthcheck"]["test"][1]
+    [password_file] = re.findall(r"\$\$\(cat (\S+)\)", command)
+    assert password_file in secret_paths("mosquitto")
+    assert set(acl_blocks()) == {"trader", "operator", "healthcheck"}
+
+
+def event_topics() -> set[str]:
+    """The topics the daemon publishes (relative to <prefix>/<instance>/), from the events it
+    builds; a symbol level is the single-level wildcard."""
+    source = (ROOT / "trader" / "telemetry" / "events.py").read_text()
+    topics = re.findall(r'\bEvent\(\s*f?"([^"]+)"', source)
+    return {re.sub(r"\{[^}]*\}", "+", topic) for topic in topics}
+
+
+def test_the_daemons_acl_is_its_events_out_and_its_command_topic_in():
+    environment = SERVICES["trader"]["environment"]
+    settings = load_settings(
+        None, environ=dockerfile_env() | environment, dotenv_file=None, secrets_dir=None
+    ).settings
+    base = f"{settings.mqtt.topic_prefix}/{settings.instance}"
+    assert event_topics() >= {"status", "fill", "cmd/result", "forecast/+"}  # the regex works
+    lines = acl_blocks()[settings.mqtt.username or ""]
+    writes = {topic for access, topic in lines if access == "write"}
+    assert writes == {f"{base}/{topic}" for topic in event_topics()}
+    assert {(access, topic) for access, topic in lines if access != "write"} == {
+        ("read", f"{base}/cmd")
+    }
+    operator = set(acl_blocks()["operator"])
+    assert operator == {("read", f"{settings.mqtt.topic_prefix}/#"),
+                        ("write", f"{settings.mqtt.topic_prefix}/+/cmd")}  # fmt: skip

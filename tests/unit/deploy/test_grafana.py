@@ -13,7 +13,14 @@ from types import ModuleType
 import pytest
 import yaml
 
-from tests.deploy_queries import AGREED_METRICS, DEPLOY, agreed_name, dashboard_queries, selectors
+from tests.deploy_queries import (
+    AGREED_METRICS,
+    DEPLOY,
+    agreed_name,
+    dashboard_queries,
+    rule_queries,
+    selectors,
+)
 
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "trader.json"
@@ -197,3 +204,61 @@ def test_the_operator_sees_every_topic_the_issue_lists(dashboard):
     ]
     assert any("0.5," in e and "model, device" in e for e in latency)
     assert any("0.99," in e and "model, device" in e for e in latency)
+
+
+def test_no_query_judges_the_daemon_by_prometheus_time(dashboard):
+    # A sandbox's accelerated clock and a replay's simulated one run in their own time: ages
+    # and delays are measured against trader_clock_timestamp_seconds, never time().
+    for query in dashboard_queries():
+        assert not re.search(r"\btime\(\)", query.expr), query.where
+
+
+def test_per_symbol_signals_follow_the_symbol_variable(dashboard):
+    per_symbol = {
+        "trader_market_in_session",
+        "trader_symbol_skips_in_a_row",
+        "trader_bars_missing_total",
+        "trader_window_contiguous_bars",
+        "trader_feed_no_trade_bars_total",
+    }
+    read = [
+        (q, s.metric)
+        for q in dashboard_queries()
+        for s in selectors(q.expr)
+        if s.metric in per_symbol
+    ]
+    assert {metric for _, metric in read} == per_symbol
+    for query, metric in read:  # as written, before the variables get values
+        assert re.search(rf'{metric}{{[^}}]*symbol=~"\$symbol"', query.expr), query.where
+
+
+def test_inference_latency_is_drawn_last_hour_against_last_week(dashboard):
+    # The slowdown alert's comparison: the daemon's p50 over 1h over its own p50 over 7d.
+    [ratio] = [
+        t["expr"]
+        for p in panels(dashboard)
+        for t in p.get("targets", [])
+        if "trader_inference_latency_seconds" in t["expr"] and "[7d]" in t["expr"]
+    ]
+    last_hour, last_week = ratio.split(" / ")
+    assert last_hour.startswith("histogram_quantile(0.5,")
+    assert last_hour.endswith("[1h])))")
+    assert last_week == last_hour.replace("[1h]", "[7d]")
+    # The panel's red line is the alert's factor.
+    [panel] = [p for p in panels(dashboard) if ratio in [t["expr"] for t in p.get("targets", [])]]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    [alert] = [q.expr for q in rule_queries() if "[7d]" in q.expr and "latency" in q.expr]
+    factor = re.search(r"> (\d+) \* histogram_quantile\(0\.5,", alert)
+    assert factor, alert
+    assert (float(factor[1]), "red") in [(s["value"], s["color"]) for s in steps[1:]]
+
+
+def test_stats_colour_the_calendars_end_red_when_near(dashboard):
+    # A figure that is bad when low: red below a week, amber below 30 days (the alert's lead).
+    [ends] = [p for p in panels(dashboard) if p["title"] == "Calendar ends in"]
+    steps = ends["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["value"], s["color"]) for s in steps] == [
+        (None, "red"),
+        (7 * 86400, "orange"),
+        (30 * 86400, "green"),
+    ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 from decimal import Decimal
+from itertools import pairwise
 
 import pytest
 import torch
@@ -21,14 +22,10 @@ from trader.domain import Portfolio
 from trader.engine.report import TickReport
 from trader.forecast.protocol import CompileStats
 from trader.telemetry.hooks import TelemetryHooks
-from trader.telemetry.labels import SECONDS, tick_outcome
+from trader.telemetry.labels import INFERENCE_SECONDS, STAGE_SECONDS, tick_outcome
 from trader.telemetry.metrics import Metrics
 
 SYMBOL = "SOL/USDT"
-LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-    10, 30, 60, 120,
-)  # fmt: skip
 
 
 def metrics(**kwargs: object) -> Metrics:
@@ -39,21 +36,36 @@ def get(m: Metrics, name: str, **labels: str) -> float | None:
     return m.registry.get_sample_value(name, labels)
 
 
-def test_latency_histograms_resolve_from_100_microseconds_to_minutes():
+def edges(m: Metrics, name: str) -> list[float]:
+    [family] = [f for f in m.registry.collect() if f.name == name]
+    return sorted({float(s.labels["le"]) for s in family.samples if "le" in s.labels})
+
+
+def test_inference_buckets_are_dense_from_1_ms_to_10_s_then_reach_minutes():
     m = metrics()
-    m.prepare_models([("baseline", "cpu", "eager")])
-    assert SECONDS == LATENCY_BUCKETS
-    m.observe_inference("baseline", "cpu", "eager", 0.0008)  # the baseline's ~0.8 ms
+    m.prepare_models([("toto", "cuda:0", "eager")])
+    inference = edges(m, "trader_inference_latency_seconds")
+    assert inference == [*INFERENCE_SECONDS, math.inf]
+    dense = [b for b in inference if 0.001 <= b <= 10]
+    assert (dense[0], dense[-1], len(dense)) == (0.001, 10, 25)
+    assert all(1.3 <= b / a <= 1.6 for a, b in pairwise(dense))
+    assert [b for b in inference if b > 10] == [20, 30, 60, 120, math.inf]
+    # A GPU model slowing from 20 ms to 40 ms moves its median across two buckets.
+    labels = {"model": "toto", "device": "cuda:0", "mode": "eager"}
+    bucket = "trader_inference_latency_seconds_bucket"
+    m.observe_inference("toto", "cuda:0", "eager", 0.020)
+    m.observe_inference("toto", "cuda:0", "eager", 0.040)
+    assert [get(m, bucket, **labels, le=le) for le in ("0.022", "0.033", "0.047")] == [1, 1, 2]
+
+
+def test_stage_buckets_resolve_from_10_microseconds_to_minutes():
+    m = metrics()
+    assert edges(m, "trader_tick_duration_seconds") == [*STAGE_SECONDS, math.inf]
+    assert (STAGE_SECONDS[0], STAGE_SECONDS[-1]) == (0.00001, 120)
     m.observe_tick(TickReport(T0, timings={"strategy": 0.00004}))
-    latency = "trader_inference_latency_seconds_bucket"
-    labels = {"model": "baseline", "device": "cpu", "mode": "eager"}
-    assert get(m, latency, **labels, le="0.0005") == 0
-    assert get(m, latency, **labels, le="0.001") == 1
-    assert get(m, "trader_tick_duration_seconds_bucket", stage="strategy", le="0.0001") == 1
-    for name in ("trader_inference_latency_seconds", "trader_tick_duration_seconds"):
-        [family] = [f for f in m.registry.collect() if f.name == name]
-        edges = sorted({float(s.labels["le"]) for s in family.samples if "le" in s.labels})
-        assert edges == [*map(float, LATENCY_BUCKETS), math.inf]
+    stage = "trader_tick_duration_seconds_bucket"
+    assert get(m, stage, stage="strategy", le="2.5e-05") == 0
+    assert get(m, stage, stage="strategy", le="5e-05") == 1
 
 
 def test_no_metric_has_a_label_prometheus_would_rename():

@@ -66,6 +66,17 @@ REQUIRED = {
     "trader_device_info": {"device", "precision", "reason", "fallback", "name", "capability",
                            "torch", "cuda", "bf16"},
     "trader_build_info": {"version", "broker_mode"},
+    # Issue 41: what the rules need to judge the daemon in its own time and its sessions.
+    "trader_clock_timestamp_seconds": set(),
+    "trader_clock_speed": set(),
+    "trader_replay_finished": set(),
+    "trader_timeframe_seconds": set(),
+    "trader_next_tick_due_timestamp_seconds": set(),
+    "trader_market_in_session": {"symbol"},
+    "trader_quote_max_age_seconds": set(),
+    "trader_ticks_not_ok_in_a_row": set(),
+    "trader_symbol_skips_in_a_row": {"symbol"},
+    "trader_exchange_info": {"venue", "exchange"},
 }  # fmt: skip
 
 

@@ -58,12 +58,14 @@ class LiveBroker:
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
         locks: InstanceLocks | None = None,
+        on_error: Callable[[str], None] = lambda kind: None,
     ) -> None:
         # ccxt signs every private request with this window; the venue refuses it after.
         exchange.options["recvWindow"] = settings.recv_window_ms
         client = VenueClient(
-            exchange, instruments, retry or RetryPolicy(), monotonic=monotonic, sleep=sleep
-        )
+            exchange, instruments, retry or RetryPolicy(), monotonic=monotonic, sleep=sleep,
+            on_error=on_error,
+        )  # fmt: skip
         # A venue without a recvWindow (Alpaca) leaves a lost order to reconciliation.
         orders = OpenOrders(monotonic, lost_order_window_ms(exchange, settings.recv_window_ms))
         booking = FillBooking(client, orders)

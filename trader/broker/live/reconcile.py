@@ -37,6 +37,7 @@ from trader.domain.reconciliation import (
     expected_balances,
     portfolio_after,
 )
+from trader.market.retry import failure_kind
 
 RECENT_TRADES = timedelta(days=1)  # how far back reconciliation reads the trade history
 
@@ -52,6 +53,7 @@ class Reconciler:
         self, book: LedgerBook, at: datetime, *, dry_run: bool = False
     ) -> ReconcileReport:
         report = ReportBuilder(at, self.client.name, dry_run=dry_run)
+        began = self.client.monotonic()
         try:
             # At start-up this may come before anything else asked the venue for its markets.
             await self.client.ask(self.client.exchange.load_markets())
@@ -63,6 +65,7 @@ class Reconciler:
         except BrokerHalt as error:
             report.problems.append(str(error))
         except ccxt.BaseError as error:
+            self.client.on_error(failure_kind(error))
             found = classify(error)
             if found.meaning is Meaning.HALT:
                 report.problems.append(
@@ -71,6 +74,8 @@ class Reconciler:
                 )
             else:
                 report.incomplete = f"{found.label}: {found.detail}"
+        else:
+            self.client.answered(began)
         return report.build()
 
     async def _open_orders(

@@ -4,7 +4,8 @@
 - A failed call is `note`d (logged, classified by `trader.broker.venue_errors`). Credentials
   the venue refuses halt the broker for good: `BrokerHalt` now and on every later check. A
   venue that is down or asked us to back off (429/418) pauses new orders, as long as it asked
-  (Retry-After) or else the retry policy's longest wait.
+  (Retry-After) or else the retry policy's longest wait; a pause because it was down ends when
+  a whole reconciliation has read the venue (`answered`).
 - A request refused before processing waits out a `back_off` before it is tried again.
 - `lookup` asks for an order by its client id: the one way to learn what became of it.
 """
@@ -29,7 +30,7 @@ from trader.broker.venue_errors import (
 from trader.domain import Instrument, Order
 from trader.logging import get_logger
 from trader.market.ccxt_feed import _PARSE_ERRORS, retry_after
-from trader.market.retry import RetryPolicy
+from trader.market.retry import RetryPolicy, failure_kind
 
 T = TypeVar("T")
 
@@ -43,8 +44,11 @@ class VenueClient:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        on_error: Callable[[str], None] = lambda kind: None,
     ) -> None:
         self.exchange = exchange
+        # Each failed call, by the feed's kinds: the daemon counts them with the feed's.
+        self.on_error = on_error
         self.name = str(exchange.id)
         self.instruments = instruments  # the markets this broker trades
         self.retry = retry
@@ -52,6 +56,8 @@ class VenueClient:
         self._sleep = sleep
         self._paused_until = 0.0
         self._pause_reason = ""
+        self._down_pause = False  # paused only because the venue was down, not at its asking
+        self._paused_at = 0.0  # when the last pause began (monotonic)
         self._halted: str | None = None
         self.log = get_logger("trader.broker", broker=self.name)
 
@@ -70,16 +76,18 @@ class VenueClient:
     def note(self, what: str, order: Order, error: BaseException) -> Classified:
         """A failed call about `order`, logged and classified; credentials refused halt."""
         found = classify(error)
+        self.on_error(failure_kind(error))
         if found.meaning is Meaning.HALT:
-            self._halted = (
-                f"{self.name} refused our credentials ({found.detail}): check "
-                f"{credentials_hint(self.exchange)}"
-            )
-            self.log.error("credentials refused", what=what, detail=found.detail)
+            check = credentials_hint(self.exchange)
+            self._halted = f"{self.name} refused our credentials ({found.detail}): check {check}"
+            self.log.error("credentials refused", what=what, detail=found.detail, check=check)
             raise BrokerHalt(self._halted) from error
         if found.pause:
             # As long as the venue asked (Retry-After), else a while: nothing new is sent.
             asked = retry_after(self.exchange)
+            down = asked is None and found.meaning is Meaning.UNKNOWN  # 5xx, no wait named
+            self._down_pause = down and (self._down_pause or self.paused() is None)
+            self._paused_at = self.monotonic()
             wait = asked if asked is not None else self.retry.max_delay_s
             self._paused_until = max(self._paused_until, self.monotonic() + wait)
             self._pause_reason = f"{found.label} ({found.detail})"
@@ -98,6 +106,14 @@ class VenueClient:
             return False
         await self._sleep(wait)
         return True
+
+    def answered(self, since: float) -> None:
+        """The venue answered every call of a whole reconciliation that began at `since`
+        (monotonic): a pause from before it, only because the venue was down, ends (the
+        daemon reconciles the moment the exchange is back, then trades); one the venue asked
+        for stands."""
+        if self._down_pause and self._paused_at < since:
+            self._paused_until, self._down_pause = 0.0, False
 
     # --- asking -----------------------------------------------------------------------------
 

@@ -54,7 +54,8 @@ class TradingCalendar:
     as everywhere else in the daemon (a shortened last bar of a session included). `1d` expects
     one bar per session, stamped with its date label; `1w` the Monday of every week holding a
     session. A continuous market expects every grid point and has no span (`span_ms` None).
-    `has_breaks` says a session holds a break (bars_per_year names it).
+    `has_breaks` says a session holds a break (bars_per_year names it). `known_until_ms`: the
+    close of the last session the library knows, the regular week past it (None: all known).
     """
 
     def __init__(
@@ -68,10 +69,11 @@ class TradingCalendar:
         *,
         anchor: Anchor = "clock",
         has_breaks: bool = False,
+        known_until_ms: int | None = None,
     ) -> None:
         intervals, labels = _checked(name, intervals_ms, session_labels_ms, begin_ms, end_ms)
         self._init(name, timezone, anchor, False, intervals, labels, (begin_ms, end_ms))
-        self.has_breaks = has_breaks
+        self.has_breaks, self.known_until_ms = has_breaks, known_until_ms
 
     @classmethod
     def always_open(cls, name: str = "continuous") -> TradingCalendar:
@@ -79,7 +81,7 @@ class TradingCalendar:
         calendar = cls.__new__(cls)
         empty = np.zeros(0, dtype=np.int64)
         calendar._init(name, "UTC", "clock", True, (empty, empty), empty, None)
-        calendar.has_breaks = False
+        calendar.has_breaks, calendar.known_until_ms = False, None
         return calendar
 
     def _init(
@@ -142,7 +144,7 @@ class TradingCalendar:
                 self._labels,
                 self.span_ms,
             )
-            other.has_breaks = self.has_breaks
+            other.has_breaks, other.known_until_ms = self.has_breaks, self.known_until_ms
             self._anchored[anchor] = other
         return self._anchored[anchor]
 
@@ -244,7 +246,7 @@ class TradingCalendar:
         if grid.bounded and k >= grid.total:
             raise CalendarRangeError(
                 f"{self.name} calendar has no {timeframe} bar ending after {iso(after_ms)}"
-                f" within its span (to {iso(self._end())})"
+                f" within its span (to {iso(self._bounds()[1])})"
             )
         return grid.at(k) + grid.step
 
@@ -284,7 +286,7 @@ class TradingCalendar:
         if grid.bounded and k < 0:
             raise CalendarRangeError(
                 f"{self.name} calendar holds fewer than {n} {timeframe} bars ending by"
-                f" {iso(end_ms)} within its span (from {iso(self._begin())})"
+                f" {iso(end_ms)} within its span (from {iso(self._bounds()[0])})"
             )
         return grid.at(k)
 
@@ -299,17 +301,13 @@ class TradingCalendar:
         if grid.bounded and k >= grid.total:
             raise CalendarRangeError(
                 f"{self.name} calendar holds fewer than {n} {timeframe} bars from {iso(at_ms)}"
-                f" within its span (to {iso(self._end())})"
+                f" within its span (to {iso(self._bounds()[1])})"
             )
         return grid.at(k) + grid.step
 
-    def _begin(self) -> int:
+    def _bounds(self) -> tuple[int, int]:
         assert self.span_ms is not None
-        return self.span_ms[0]
-
-    def _end(self) -> int:
-        assert self.span_ms is not None
-        return self.span_ms[1]
+        return self.span_ms
 
     # -- session time and annualisation -----------------------------------------------------
 
@@ -322,6 +320,16 @@ class TradingCalendar:
         self._need(a_ms, b_ms)
         assert self._trading is not None  # every calendar but a continuous one has a span
         return self._trading.between(a_ms, b_ms)
+
+    def in_session(self, at_ms: int) -> bool:
+        """Whether the market trades at `at_ms`: inside an interval [open, close) (a lunch
+        break, a night, a weekend or a holiday is not); a continuous market always does."""
+        if self.continuous:
+            return True
+        self._need(at_ms, at_ms)
+        opens, closes = self._intervals
+        i = int(np.searchsorted(opens, at_ms, side="right")) - 1
+        return i >= 0 and at_ms < int(closes[i])
 
     def bars_per_year(self, timeframe: Timeframe) -> BarsPerYear:
         """Expected bars a year: 24/7 arithmetic, or the average over the whole calendar years

@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from trader.domain import Timeframe
 from trader.market.calendars.calendar import TradingCalendar
+from trader.market.calendars.known_end import FIX, REGULAR, known_end
 from trader.market.calendars.registry import CONTINUOUS, CalendarBuilder
 from trader.market.calendars.trials import TIE, Label, Trial, distinct, pick, trial, trials
 from trader.market.calendars.units import Int64s
@@ -87,6 +88,17 @@ def _summary(chosen: Trial, dropped: int = 0) -> str:
     )
 
 
+def _past_known(chosen: Trial) -> str:
+    """The caveat of bars past the last session the calendar library knows."""
+    known = chosen.calendar.known_until_ms
+    if known is None or chosen.starts.size == 0 or int(chosen.starts.max()) < known:
+        return ""
+    return (
+        f"; bars after {known_end(chosen.calendar).last_session()} (the last session"
+        f" exchange_calendars knows) are judged on {REGULAR}: {FIX}"
+    )
+
+
 def _fit(chosen: Trial, explanation: str, dropped: int = 0) -> CalendarFit:
     return CalendarFit(
         calendar=chosen.calendar,
@@ -96,7 +108,7 @@ def _fit(chosen: Trial, explanation: str, dropped: int = 0) -> CalendarFit:
         in_session=chosen.in_session,
         expected=chosen.expected,
         missing=chosen.missing + dropped,
-        explanation=explanation,
+        explanation=explanation + _past_known(chosen),
         dropped=dropped,
     )
 
