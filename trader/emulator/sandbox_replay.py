@@ -95,7 +95,7 @@ def restamped(
     try:
         first = built.bar_start_before(timeframe, to_epoch_ms(now), warmup)
         starts = built.bar_starts(timeframe, first, to_epoch_ms(end))
-    except ValueError as error:  # CalendarRangeError: the exchange's sessions run out
+    except ValueError as error:  # CalendarRangeError: before the first session known
         raise ValueError(f"{calendar}: {error}") from None
     return [
         Bar(b.symbol, timeframe, from_epoch_ms(int(start)), b.open, b.high, b.low, b.close,

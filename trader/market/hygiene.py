@@ -28,7 +28,7 @@ class SkipReason(StrEnum):
     MISSING_BAR = "missing_bar"  # in a session, absent even when asked for again
     GAP = "gap"  # the symbol waits for enough bars in a row after a missing one
     STALE_BARS = "stale_bars"  # the bar that closed at tick time is not there
-    OUTSIDE_CALENDAR = "outside_calendar"  # past the sessions the calendar library knows
+    OUTSIDE_CALENDAR = "outside_calendar"  # outside the span its calendar is built for
     INSUFFICIENT_HISTORY = "insufficient_history"
     NO_QUOTE = "no_quote"
     INVALID_QUOTE = "invalid_quote"
