@@ -65,7 +65,8 @@ async def build_broker(
                 balances = await exchange.fetch_balance()
             except ccxt.BaseError as error:
                 found = classify(error)
-                check = f": check {credentials_hint(exchange)}" * (found.meaning is Meaning.HALT)
+                refused = found.meaning is Meaning.HALT  # keys refused: say what to check
+                check = f": check {credentials_hint(exchange)}" if refused else ""
                 raise StartRefused(
                     f"the venue's balances are needed once, when a live ledger is opened, and "
                     f"could not be read: {found.label}: {found.detail}{check}"
