@@ -102,6 +102,8 @@ AGREED_METRICS = frozenset(
         "trader_calendar_last_session_timestamp_seconds",
         "trader_calendar_fallback",
         "trader_exchange_info",
+        # A ledger whose disk refuses writes (issue 42).
+        "trader_ledger_writable",
         # prometheus_client's process collector (Linux).
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",
@@ -117,6 +119,8 @@ LEFT_OFF = {
     "resident memory is the figure of memory in use",
     "process_start_time_seconds": "a restart shows as the Daemon stat DOWN and as counters' resets",
     "python_info": "the Python version is a label of trader_build_info (the Build table)",
+    "trader_ledger_write_failures_total": "how many writes were refused; the alert reads "
+    "trader_ledger_writable, a state that holds between ticks of any bar size",
 }
 # Metrics with a series only on some venues: the family is on every daemon's page, but a
 # replay has no child of it, so its labels cannot be checked there.

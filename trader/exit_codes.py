@@ -9,5 +9,7 @@ EX_USAGE = 64
 EX_DATAERR = 65  # the ledger or the data cannot be used as they are
 EX_UNAVAILABLE = 69  # the device, the model or the venue is not available here
 EX_SOFTWARE = 70  # an error nobody foresaw (logged with its traceback)
+EX_CANTCREAT = 73  # an output file or folder cannot be created (not a folder, not writable, a link)
+EX_IOERR = 74  # a write the disk refused (full, failing, read-only): free space, run again
 EX_TEMPFAIL = 75  # could not finish now: try again later
 EX_CONFIG = 78  # the configuration forbids it

@@ -27,6 +27,7 @@ from trader.forecast.protocol import Forecaster
 from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
 from trader.ledger.trading import TradingLedger
+from trader.ledger.write_failure import LedgerWriteFailed
 from trader.logging import get_logger
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.calendars.per_symbol import SymbolCalendars
@@ -329,7 +330,8 @@ async def run_replay(
     runs the forecasters (default: a worker thread); `halt_policy`: what ends a stop of the
     loss or drawdown limit (a backtest's `on_halt`; the daemon's waits for a person);
     `calendars`: the recordings' markets, when already worked out (else inferred or built from
-    the settings)."""
+    the settings). A write the ledger's disk refuses ends the replay at that tick with
+    `LedgerWriteFailed` (run it again once there is space: it resumes)."""
     log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
     replay = calendars or replay_calendars(settings.market, recordings)
@@ -359,11 +361,21 @@ async def run_replay(
             reports[:] = [report]
             return report
 
+        stop = stop or asyncio.Event()
+        refused: list[str] = []
+
+        def stop_at_once(reason: str) -> None:  # nobody is there to free the space
+            refused.append(reason)
+            stop.set()
+
+        engine.write_outage.on_start = stop_at_once
         loop = TickLoop(tick, venue.times, venue.clock, grace_s=None)
         try:
-            done = await loop.run(stop or asyncio.Event(), after=last, max_ticks=max_ticks)
+            done = await loop.run(stop, after=last, max_ticks=max_ticks)
         finally:
             engine.close()
+        if refused:
+            raise LedgerWriteFailed(refused[0])
         equity = reports[0].equity if reports else Decimal(0)
         return ReplaySummary(done, times[0], times[done - 1] if done else None, last, equity)
     finally:

@@ -80,9 +80,17 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         stat(
             "Trading state",
             "ACTIVE; REDUCING (drawdown limit: reduce-only until resumed); HALTED "
-            "(daily loss, reconciliation or ledger failure: until resumed).",
+            "(daily loss or reconciliation: until resumed; a ledger write refused: until a "
+            "tick's writes succeed again).",
             f"max({TRADING_STATE})",
         ).mappings(TRADING_STATE_MAP),
+        stat(
+            "Ledger",
+            "Whether the last write to the ledger succeeded. A refused write (disk full, "
+            "read-only, I/O error) halts trading at once, the ledger untouched; trading resumes "
+            "by itself at the first tick whose writes succeed.",
+            f"min({sel('trader_ledger_writable')})",
+        ).mappings(value_map(("0", "WRITES FAILING", RED), ("1", "WRITABLE", GREEN))),
         stat(
             "Since last tick",
             "Time on the daemon's clock since the scheduled time of the last tick that ran "
@@ -175,7 +183,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
             "The device the model runs on, and why (trader_device_info).",
             sel("trader_device_info"),
         )
-        .span(11)
+        .span(8)
         .height(4),
         table(
             "Build",
@@ -407,8 +415,10 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         .span(8),
         timeseries(
             "MQTT events dropped",
-            "Events dropped per hour (the publish queue never slows a tick; it drops instead).",
-            query(per_hour("trader_mqtt_dropped_total"), "dropped"),
+            "Events dropped per hour by queue (a full queue never slows a tick; it drops "
+            "instead). Trading events (orders, fills, state) have a queue of their own that a "
+            "flood of commands cannot fill.",
+            query(per_hour("trader_mqtt_dropped_total", by="queue"), "{{queue}}"),
             bars=True,
             thresholds=[(1, AMBER)],
         ).span(8),

@@ -130,7 +130,7 @@ def test_a_broker_outage_never_stops_trading_drops_are_counted_and_the_link_come
         booked = len(ticks(ledger))
         time.sleep(3)
         assert len(ticks(ledger)) > booked + 5, "trading stopped while the broker was away"
-        assert metric(port, "trader_mqtt_dropped_total") > 0
+        assert metric(port, "trader_mqtt_dropped_total", queue="trading") > 0
         seen = len(watcher.snapshot())
         broker.start()
         wait_until(lambda: metric(port, "trader_mqtt_connected") == 1, "the link to reconnect")

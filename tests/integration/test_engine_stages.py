@@ -29,6 +29,7 @@ from trader.engine.routing import OrderRouting
 from trader.engine.sizing import books_for
 from trader.engine.stages import StageRunner
 from trader.engine.valuation import current_marks
+from trader.engine.write_outage import WriteOutage
 from trader.ledger import Database
 from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
@@ -84,10 +85,13 @@ async def parts(tmp_path: Path) -> AsyncIterator[Parts]:
     )
     log = get_logger("trader.engine")
     account = Account(state, broker, log)
+    outage = WriteOutage(risk, database.path, log)
     yield Parts(
         database, ledger, broker, market, risk, account,
-        StageRunner(risk, account, log),
-        TickBooking(market=market, risk=risk, ledger=ledger, account=account, log=log),
+        StageRunner(risk, account, outage, log),
+        TickBooking(
+            market=market, risk=risk, ledger=ledger, account=account, outage=outage, log=log
+        ),
         OrderRouting(
             market=market, broker=broker, ledger=ledger, instruments={"SOL/USDT": SOL},
             account=account, admission=Admission(risk, log), log=log,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,11 +37,11 @@ SECRET = "a-command-secret-shared-by-two-daemons"
 SYMBOL = "SOL/USDT"
 
 
-def settings(ledger: Path, instance: str = "one") -> Settings:
+def settings(ledger: Path, instance: str = "one", **mqtt: Any) -> Settings:
     return Settings(
         instance=instance,
         mqtt={"enabled": True, "commands_enabled": True, "command_secret": SECRET,
-              "queue_size": 1_000_000},
+              "queue_size": 1_000_000} | mqtt,
         market={"symbols": [SYMBOL], "context_bars": 32},
         forecast={"model": "baseline", "baseline_lookback": 32},
         ledger={"path": ledger},
@@ -59,12 +61,12 @@ class Surface:
 
     def answers(self, since: int = 0) -> list[dict[str, Any]]:
         """The bodies published on cmd/result, oldest first (from the `since`-th event)."""
-        events = list(self.link._pending)[since:]  # never connected: everything stays queued
+        events = self.link.queued()[since:]  # never connected: everything stays queued
         return [json.loads(event.payload()) for event in events if event.topic == "cmd/result"]
 
     def published(self) -> int:
         """How many events were published so far."""
-        return len(self.link._pending)
+        return len(self.link.queued())
 
     def counted(self) -> float:
         """Every command counted, whatever its label and result."""
@@ -82,11 +84,19 @@ class Surface:
         await self.database.close()
 
 
-async def open_surface(ledger: Path, instance: str = "one", *, durable: bool = True) -> Surface:
+async def open_surface(
+    ledger: Path,
+    instance: str = "one",
+    *,
+    durable: bool = True,
+    monotonic: Callable[[], float] = time.monotonic,
+    **mqtt: Any,
+) -> Surface:
     """A daemon's command handler on `ledger`: opening it again on the same ledger is what a
     restart does (nothing else survives but the ledger). `durable=False`: SQLite without the
-    fsyncs, for a fuzzer's thousands of writes."""
-    chosen = settings(ledger, instance)
+    fsyncs, for a fuzzer's thousands of writes. `monotonic`: the flood limits' clock; `mqtt`:
+    settings of the MQTT section (the rate, the refusal interval)."""
+    chosen = settings(ledger, instance, **mqtt)
     loaded = LoadedSettings(chosen, {}, None, None, None)
     parts = Parts(loaded, chosen, None, SystemdNotifier(None))
     parts.metrics = Metrics(CollectorRegistry(), chosen.market.symbols)
@@ -99,8 +109,13 @@ async def open_surface(ledger: Path, instance: str = "one", *, durable: bool = T
     parts.engine = await build_engine(
         chosen, feed, database, first, forecasters=[BaselineForecaster(32)]
     )
-    control = ControlSurface(parts, StopRequest(), get_logger("test.security"))
-    parts.link = link = MqttLink(chosen.mqtt, instance, on_command=control.on_command)
+    control = ControlSurface(parts, StopRequest(), get_logger("test.security"), monotonic)
+    parts.link = link = MqttLink(
+        chosen.mqtt,
+        instance,
+        on_dropped=parts.metrics.events_dropped,
+        on_command=control.on_command,
+    )
     parts.nonces = CommandNonces(database, MAX_NONCES)
     parts.controller = Controller(
         parts.engine, asyncio.Lock(), clock, lambda: chosen, control.on_reloaded

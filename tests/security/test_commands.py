@@ -11,10 +11,12 @@ from structlog.testing import capture_logs
 
 from tests.security.surface import SECRET, open_surface
 from tests.unit.service.test_parts import parts
+from trader.ledger import Database
+from trader.ledger.nonces import CommandNonces
 from trader.logging import get_logger
 from trader.service.control_surface import ControlSurface
 from trader.service.parts import StopRequest
-from trader.telemetry.commands import sign
+from trader.telemetry.commands import MAX_NONCES, CommandVerifier, Refusal, sign
 
 
 async def test_a_captured_command_replayed_after_a_restart_is_refused(tmp_path):
@@ -53,7 +55,8 @@ async def test_a_command_for_one_daemon_is_refused_by_another_sharing_the_key(tm
 
 
 async def test_a_small_deeply_nested_payload_is_answered_counted_and_logged():
-    made = parts(mqtt={"enabled": True, "commands_enabled": True, "command_secret": SECRET})
+    made = parts(mqtt={"enabled": True, "commands_enabled": True, "command_secret": SECRET,
+                       "command_refusal_interval_s": 0})  # fmt: skip
     control = ControlSurface(made, StopRequest(), get_logger("test.security"))
     nested = b"[" * 2000 + b"]" * 2000  # 4,000 bytes: under the size limit
     for payload in (nested, b'{"command": ' + nested[:3000] + b"}", b'{"args":' * 500):
@@ -62,3 +65,40 @@ async def test_a_small_deeply_nested_payload_is_answered_counted_and_logged():
         assert [(e["event"], e["result"]) for e in logs] == [("command refused", "malformed")]
     counted = made.metrics.registry.get_sample_value  # type: ignore[union-attr]
     assert counted("trader_mqtt_commands_total", {"command": "invalid", "result": "malformed"}) == 3
+
+
+async def test_a_captured_command_cannot_replay_when_the_clock_jumps_ahead_and_back(tmp_path):
+    """The clock jumps an hour ahead and a command signed on it arrives (its claim would expire
+    every older nonce); the clock is stepped back and the command captured before the jump is
+    sent again, inside its window by the wall clock: refused, also after a restart."""
+    ledger, window, now = tmp_path / "ledger.sqlite3", 30, int(time.time())
+    verifier = CommandVerifier(SECRET.encode(), window, "trader/one/cmd")
+
+    async def send(payload: bytes, at: float, nonces: CommandNonces) -> str:
+        checked = verifier.check(payload, at)
+        if isinstance(checked, Refusal):
+            return checked.result
+        verdict = await verifier.admit(checked, at, nonces)
+        return verdict.result if isinstance(verdict, Refusal) else "accepted"
+
+    captured = sign(SECRET, "pause", topic=verifier.topic, timestamp=now)
+    database = await Database.open(ledger)
+    nonces = CommandNonces(database, MAX_NONCES)
+    try:
+        assert await send(captured, now, nonces) == "accepted"
+        ahead = now + 3600  # the clock jumps ahead
+        assert await send(sign(SECRET, "resume", topic=verifier.topic, timestamp=ahead), ahead,
+                          nonces) == "accepted"  # fmt: skip
+        assert await send(captured, now + 5, nonces) != "accepted"  # stepped back
+    finally:
+        await database.close()
+    database = await Database.open(ledger)  # a restart: the latest time is kept in the ledger
+    try:
+        again = CommandNonces(database, MAX_NONCES)
+        assert await send(captured, now + 6, again) != "accepted"
+        # The clock has caught up with the jump: commands signed on it pass again.
+        caught_up = now + 3600 + 10
+        assert await send(sign(SECRET, "resume", topic=verifier.topic, timestamp=caught_up),
+                          caught_up, again) == "accepted"  # fmt: skip
+    finally:
+        await database.close()

@@ -70,7 +70,7 @@ async def test_the_ledger_its_side_files_and_every_lock_are_private_under_any_um
 
 async def test_a_ledger_left_readable_by_an_older_version_is_made_private(tmp_path):
     ledger = tmp_path / "trader.sqlite3"
-    ledger.touch()
+    await (await Database.open(ledger)).close()  # a ledger (an empty file is refused)
     os.chmod(ledger, 0o644)
     await (await Database.open(ledger)).close()
     assert mode(ledger) == 0o600

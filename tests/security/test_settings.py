@@ -98,6 +98,14 @@ def test_an_unparseable_env_line_is_an_error_naming_file_and_line(home, capsys):
         ("TRADER_MQTT__PASSWORD", "first-line\nsecond-line", "has control characters"),
         ("TRADER_EXCHANGE__API_SECRET", "tab\tinside-it", "has control characters"),
         ("TRADER_EXCHANGE__API_KEY", "k" * 100_000, "is longer than 4096 characters"),
+        # The Unicode controls and separators a line-oriented tool may split or hide (Python's
+        # own str.splitlines splits at U+0085, U+2028, U+2029; categories Cc, Zl, Zp, Cf).
+        ("TRADER_MQTT__PASSWORD", "next-line\u0085inside-it", "has control characters"),
+        ("TRADER_MQTT__COMMAND_SECRET", "line-separator\u2028inside-it", "has control characters"),
+        ("TRADER_EXCHANGE__API_SECRET", "paragraph\u2029separator", "has control characters"),
+        ("TRADER_EXCHANGE__API_KEY", "zero-width\u200bspace-inside", "has control characters"),
+        ("TRADER_EXCHANGE__API_KEY", "\ufeffbyte-order-mark-first", "has control characters"),
+        ("TRADER_EXCHANGE__API_SECRET", "c1-control\u009binside-it", "has control characters"),
     ],
 )
 def test_a_secret_with_control_characters_or_too_long_is_refused_by_name(
@@ -126,3 +134,33 @@ def test_live_mode_with_nothing_else_names_every_missing_part_at_once():
     reason = config_refusal(Settings(broker={"mode": "live"}), {}) or ""
     for missing in ("broker.live_confirmation = true", "exchange.api_key", "exchange.api_secret"):
         assert missing in reason
+
+
+@pytest.mark.parametrize(
+    ("prefix", "problem"),
+    [
+        ("trader/+", "'+'"),
+        ("#", "'#'"),
+        ("plant/#", "'#'"),
+        ("/trader", "an empty level"),
+        ("trader/", "an empty level"),
+        ("trader//one", "an empty level"),
+        ("", "an empty level"),
+        ("tra\x00der", "NUL"),
+    ],
+)
+def test_a_topic_prefix_with_wildcards_or_empty_levels_is_refused(home, capsys, prefix, problem):
+    """A prefix with a wildcard would subscribe the daemon to other daemons' command topics,
+    and an empty level makes topics an ACL written for `<prefix>/+/cmd` does not match."""
+    toml = prefix.replace("\x00", "\\u0000")  # TOML's escape: the file itself holds no NUL
+    (home / "mqtt.toml").write_text(f'[mqtt]\ntopic_prefix = "{toml}"\n')
+    code, said = check(capsys, "mqtt.toml")
+    assert code == 78
+    assert "mqtt.topic_prefix" in said
+    assert problem in said
+
+
+def test_a_topic_prefix_of_several_levels_is_accepted():
+    assert Settings(mqtt={"topic_prefix": "plant-7/trading/v1"}).mqtt.topic_prefix == (
+        "plant-7/trading/v1"
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 from trader.domain import Forecast, Timeframe
 from trader.forecast.protocol import Forecaster
 from trader.ledger.forecast_rows import forecast_row, read_forecast
+from trader.private_files import open_private, owned_folder
 
 FILE = "forecasts.sqlite3"
 # Attributes that count what happened (recompiles), not how forecasts are made.
@@ -114,8 +116,10 @@ class ForecastCache:
     """Forecasts by entry key. Not thread-safe: one thread uses an instance at a time."""
 
     def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / FILE
+        # Another user's forecasts planted here would be backtested as the model's: the folder
+        # is this user's alone and the file private (SQLite gives its -wal and -shm its mode).
+        self.path = owned_folder(folder, "backtest.cache_dir") / FILE
+        os.close(open_private(self.path))
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a lost entry is only recomputed

@@ -11,7 +11,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trader.exit_codes import EX_ARGUMENTS, EX_CONFIG, EX_DATAERR, EX_FAILED
+from trader.exit_codes import (
+    EX_ARGUMENTS,
+    EX_CANTCREAT,
+    EX_CONFIG,
+    EX_DATAERR,
+    EX_FAILED,
+    EX_IOERR,
+)
+from trader.private_files import UnsafePath
 
 if TYPE_CHECKING:
     from trader.backtest.run import Backtest
@@ -126,7 +134,11 @@ def run_backtest_command(
         return refused.code
     sys.stdout.write(terminal_summary(result, accepted=request.allow_skips))
     if request.out:
-        write_report(result, request.out, drawn[0] if drawn else None)
+        try:
+            write_report(result, request.out, drawn[0] if drawn else None)
+        except (UnsafePath, OSError) as error:  # a link planted in --out, a disk that refuses
+            sys.stderr.write(f"trader backtest: the report was not written: {error}\n")
+            return EX_CANTCREAT
         sys.stdout.write(f"report: {request.out / 'report.html'} (and report.md, stats.json)\n")
     else:
         sys.stdout.write("(--out DIR writes the report, its plots and the ledgers)\n")
@@ -152,6 +164,7 @@ def _backtest(
     from trader.backtest.run import run_backtest  # noqa: PLC0415
     from trader.backtest.side_by_side import ChildFailed, default_workers  # noqa: PLC0415
     from trader.forecast.build import ModelUnavailable  # noqa: PLC0415
+    from trader.ledger.write_failure import LedgerWriteFailed  # noqa: PLC0415
 
     try:
         return asyncio.run(
@@ -171,6 +184,10 @@ def _backtest(
         raise _Refused(EX_DATAERR, str(error)) from None
     except ChildFailed as error:  # killed (out of memory?), or its result could not come back
         raise _Refused(EX_FAILED, f"{error} (--jobs 1: one after the other, here)") from None
+    except LedgerWriteFailed as error:  # a full disk: nothing to show, the run fails whole
+        raise _Refused(EX_IOERR, f"{error}: free space and run it again") from None
+    except UnsafePath as error:  # a link planted where --out's plots or ledgers go
+        raise _Refused(EX_CANTCREAT, str(error)) from None
 
 
 def _grid(

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trader.private_files import write_file
+
 
 @dataclass(frozen=True)
 class Heading:
@@ -129,6 +131,15 @@ def page(title: str, blocks: Sequence[Block], folder: Path) -> str:
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+
+
+def write_pages(folder: Path, stem: str, title: str, blocks: Sequence[Block]) -> list[Path]:
+    """`stem`.md and `stem`.html in `folder`, each written whole and private (`write_file`:
+    a link planted at either name is refused, never written through)."""
+    return [
+        write_file(folder / f"{stem}.md", markdown(blocks), what="the report folder"),
+        write_file(folder / f"{stem}.html", page(title, blocks, folder), what="the report folder"),
+    ]
 
 
 def text_table(table: Table) -> str:

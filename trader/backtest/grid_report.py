@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from trader.backtest.deflated import Deflated, deflated_sharpe
-from trader.backtest.document import Block, Heading, Paragraph, Table, markdown, page, text_table
+from trader.backtest.document import Block, Heading, Paragraph, Table, text_table, write_pages
 from trader.backtest.grid import Axis
 from trader.backtest.stats import Performance
 from trader.backtest.trials import TrialResult
+from trader.private_files import write_file
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,8 @@ def _lines(results: Sequence[TrialResult]) -> str:
 def write(
     results: Sequence[TrialResult], axes: Sequence[Axis], metric: Metric, folder: Path
 ) -> list[Path]:
-    """grid.md, grid.html and grid.json in `folder` (each run's report in runs/NNN/)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """grid.md, grid.html and grid.json in `folder` (each run's report in runs/NNN/), each
+    written whole and private."""
     blocks: list[Block] = [
         Heading(1, f"Grid of {len(results)} backtests"),
         Paragraph(f"Sorted by {metric.title}, best first. Each run's report is linked."),
@@ -141,10 +142,9 @@ def write(
         Heading(2, "The best of many"),
         *(Paragraph(text) for text in statement(results)),
     ]
-    (folder / "grid.md").write_text(markdown(blocks))
-    (folder / "grid.html").write_text(page("Grid of backtests", blocks, folder))
-    (folder / "grid.json").write_text(json.dumps(_plain(results, axes, metric), indent=2) + "\n")
-    return [folder / "grid.md", folder / "grid.html", folder / "grid.json"]
+    plain = json.dumps(_plain(results, axes, metric), indent=2) + "\n"
+    pages = write_pages(folder, "grid", "Grid of backtests", blocks)
+    return [*pages, write_file(folder / "grid.json", plain, what="the report folder")]
 
 
 def _plain(results: Sequence[TrialResult], axes: Sequence[Axis], metric: Metric) -> dict[str, Any]:

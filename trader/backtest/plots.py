@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,11 +20,20 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from trader.backtest.quality import Quality
 from trader.backtest.stats import drawdown_series
 from trader.domain import Forecast
+from trader.private_files import write_file
 
 DPI = 110
 _COLOURS = {"simple": "#1f77b4", "ci_guard": "#ff7f0e", "maxdiff": "#2ca02c"}
 _OTHERS = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 HOLD_STYLE = {"color": "#555555", "linestyle": "--", "linewidth": 1.2}
+
+
+def save_png(figure: Figure, path: Path, dpi: float | str = "figure") -> None:
+    """`figure` as a PNG at `path`, written whole and private by `write_file` (matplotlib
+    opening the path itself would write through a link planted there)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    write_file(path, buffer.getvalue(), what="the report folder")
 
 
 def _times(ms: Sequence[int] | np.ndarray) -> np.ndarray:
@@ -76,7 +86,7 @@ def equity_plot(
     bottom.set_ylabel("drawdown (%)")
     bottom.grid(True, alpha=0.3)
     _dates(bottom)
-    figure.savefig(path)
+    save_png(figure, path)
 
 
 def band_plot(
@@ -112,7 +122,7 @@ def band_plot(
     axis.legend(loc="best", frameon=True, framealpha=0.9, ncols=2)
     axis.grid(True, alpha=0.3)
     _dates(axis)
-    figure.savefig(path)
+    save_png(figure, path)
 
 
 def calibration_plot(path: Path, title: str, quality: Quality) -> None:
@@ -146,4 +156,4 @@ def calibration_plot(path: Path, title: str, quality: Quality) -> None:
     right.legend(loc="upper left", frameon=False)
     right.grid(True, axis="y", alpha=0.3)
     figure.suptitle(title)
-    figure.savefig(path)
+    save_png(figure, path)

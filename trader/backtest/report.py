@@ -18,13 +18,13 @@ from trader.backtest.document import (
     Image,
     Paragraph,
     Table,
-    markdown,
-    page,
     text_table,
+    write_pages,
 )
 from trader.backtest.findings import findings, run_failed
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, Backtest, Line
 from trader.backtest.stats import __doc__ as FORMULAS
+from trader.private_files import write_file
 from trader.skill import naive_reference
 
 _COLUMNS = (
@@ -321,7 +321,6 @@ def forecast_plots(result: Backtest, folder: Path) -> list[Image]:
     so a backtest can draw them while its strategies run (`run_backtest`'s `meanwhile`)."""
     from trader.backtest.plots import band_plot, calibration_plot  # noqa: PLC0415
 
-    folder.mkdir(parents=True, exist_ok=True)
     images = []
     for quality in result.quality:
         model, symbol = quality.model, quality.symbol
@@ -396,13 +395,12 @@ def write_report(
     result: Backtest, folder: Path, forecast_images: list[Image] | None = None
 ) -> list[Path]:
     """report.md, report.html, stats.json and the plots in `folder`; the files written.
-    `forecast_images`: the forecasts' plots, if already drawn there (`forecast_plots`)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    `forecast_images`: the forecasts' plots, if already drawn there (`forecast_plots`).
+    Each file is written whole and private; UnsafePath for a link planted at any of them."""
     images = _plots(result, folder, forecast_images)
     blocks = _blocks(result, images)
     title = f"Backtest {', '.join(result.symbols)} {result.settings.market.timeframe}"
     written = [folder / image.file for group in images.values() for image in group]
-    (folder / "report.md").write_text(markdown(blocks))
-    (folder / "report.html").write_text(page(title, blocks, folder))
-    (folder / "stats.json").write_text(json.dumps(statistics_json(result), indent=2) + "\n")
-    return [*written, folder / "report.md", folder / "report.html", folder / "stats.json"]
+    stats = json.dumps(statistics_json(result), indent=2) + "\n"
+    written += write_pages(folder, "report", title, blocks)
+    return [*written, write_file(folder / "stats.json", stats, what="the report folder")]

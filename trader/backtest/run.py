@@ -49,6 +49,7 @@ from trader.logging import get_logger
 from trader.market.files.splits import SplitMove
 from trader.market.quotes import SpreadModel
 from trader.market.replay import Recording
+from trader.private_files import owned_folder
 from trader.runner import forecasters_for, replay_settings, spread_model
 from trader.strategy.select import build_strategy
 
@@ -185,8 +186,7 @@ async def run_backtest(
             result.forecast_seconds = time.perf_counter() - began
             plan = None if reference else ready.plan
             with tempfile.TemporaryDirectory(prefix="trader-backtest-") as scratch:
-                folder = ledgers or Path(scratch)
-                folder.mkdir(parents=True, exist_ok=True)
+                folder = owned_folder(ledgers or Path(scratch), "the ledgers' folder")
                 if plan is not None:
                     simulations = _Simulations(
                         settings, Replay(replay, times, plan), cached, folder

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from trader.cycle_collector import collector_paused
 from trader.logging import configure_logging
 from trader.market.files.options import ReadOptions
 from trader.market.replay import Recording, read_recordings
+from trader.private_files import write_file
 from trader.runner import forecasters_for, model_names
 
 
@@ -112,9 +112,9 @@ class _Data:
             drawn, images = self.plots
             try:
                 if drawn.resolve() != folder.resolve():
-                    folder.mkdir(parents=True, exist_ok=True)
                     for image in images:
-                        shutil.copyfile(drawn / image.file, folder / image.file)
+                        data = (drawn / image.file).read_bytes()
+                        write_file(folder / image.file, data, what="the report folder")
                 return images
             except OSError:  # gone meanwhile: drawn again
                 pass

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trader.backtest.document import Block, Heading, Paragraph, Table, markdown, page, text_table
+from trader.backtest.document import Block, Heading, Paragraph, Table, text_table, write_pages
 from trader.backtest.grid import Axis
 from trader.backtest.grid_report import Metric
 from trader.backtest.trials import TrialResult
 from trader.backtest.walk_forward import stitched
 from trader.config.schema import Settings
+from trader.private_files import write_file
 
 
 def _pct(value: float | None) -> str:
@@ -114,8 +115,8 @@ def write_walk_forward(
     settings: Settings,
     folder: Path,
 ) -> list[Path]:
-    """walk_forward.md, .html and .json in `folder` (each test run's report in runs/NNN/)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """walk_forward.md, .html and .json in `folder` (each test run's report in runs/NNN/),
+    each written whole and private."""
     blocks: list[Block] = [
         Heading(1, "Walk-forward"),
         Paragraph(_preamble(trained, tested, metric)),
@@ -124,7 +125,6 @@ def write_walk_forward(
     for title, table, line in _tables(trained, tested, axes, metric, settings, links=True):
         blocks += [Heading(2, title), table, Paragraph(line)]
         plain["lines"].append({"title": title, "out_of_sample": line, "folds": table.rows})
-    (folder / "walk_forward.md").write_text(markdown(blocks))
-    (folder / "walk_forward.html").write_text(page("Walk-forward", blocks, folder))
-    (folder / "walk_forward.json").write_text(json.dumps(plain, indent=2, default=str) + "\n")
-    return [folder / f"walk_forward.{ext}" for ext in ("md", "html", "json")]
+    text = json.dumps(plain, indent=2, default=str) + "\n"
+    pages = write_pages(folder, "walk_forward", "Walk-forward", blocks)
+    return [*pages, write_file(folder / "walk_forward.json", text, what="the report folder")]

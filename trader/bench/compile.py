@@ -23,6 +23,7 @@ from trader.config.schema import Settings
 from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.random_weights import Weights, weights_or_random
+from trader.private_files import write_file
 
 SPEEDUP = 1.5
 AGREEMENT = 1e-3  # largest quantile difference, relative to the eager quantile
@@ -215,8 +216,7 @@ def run_bench_compile(settings: Settings, args: CompileBenchRequest) -> int:
         "advice": advice.text,
     }
     out = args.out or Path("var/bench") / f"compile-{args.model}-{choice.device.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    write_file(out, json.dumps(report, indent=2) + "\n", what="--out's folder")
     sys.stdout.write(table(report) + f"\nJSON report: {out}\n")
     if args.mode == "production-check" and not advice.compile:
         return EX_RULE_FAILED

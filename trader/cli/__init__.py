@@ -21,6 +21,7 @@ from trader.cli import (
     evaluate,
     finetune,
     forecast,
+    ledger,
     reconcile,
     run,
     sandbox,
@@ -30,7 +31,7 @@ from trader.exit_codes import EX_CONFIG
 
 VERBS = (
     run, demo, download, forecast, backtest, evaluate, finetune, doctor, bench, reconcile,
-    sandbox, config,
+    ledger, sandbox, config,
 )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
+    out_refused,
     positive,
     reading_options,
     utc_date,
@@ -87,6 +88,8 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (refused := out_refused("backtest", args.out)) is not None:
+        return refused  # before any work: a report that cannot be written is not a run
     from trader.backtest.command import BacktestRequest, run_backtest_command  # noqa: PLC0415
 
     # Decisions, orders and fills are in the backtest's ledgers: the log keeps to warnings

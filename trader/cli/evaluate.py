@@ -9,6 +9,7 @@ from trader.cli.options import (
     Verbs,
     add_reading_options,
     loader,
+    out_refused,
     positive,
     reading_options,
     utc_date,
@@ -50,6 +51,8 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (refused := out_refused("evaluate", args.out)) is not None:
+        return refused
     from trader.evaluate.command import EvaluateRequest, run_evaluate_command  # noqa: PLC0415
 
     args.log_level = args.log_level or "WARNING"

@@ -9,7 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trader.cli.options import Verbs, add_reading_options, load, positive, reading_options
+from trader.cli.options import (
+    Verbs,
+    add_reading_options,
+    load,
+    out_refused,
+    positive,
+    reading_options,
+)
 
 
 def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
@@ -69,6 +76,8 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (refused := out_refused("finetune", args.out)) is not None:
+        return refused
     if args.nproc_per_node and "LOCAL_RANK" not in os.environ:
         return _torchrun(args.nproc_per_node)
     from trader.training.command import run_finetune  # noqa: PLC0415 - torch

@@ -9,11 +9,15 @@ Only the standard library at import: every verb's parser is built on each start 
 from __future__ import annotations
 
 import argparse
+import sys
 import zoneinfo
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
+
+from trader.exit_codes import EX_CANTCREAT
+from trader.private_files import NotWritable, UnsafePath, usable_folder
 
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
@@ -181,3 +185,16 @@ def _timezone(text: str) -> str:
             f"{text!r} is not a time zone; give an IANA name such as Asia/Shanghai"
         ) from None
     return text
+
+
+def out_refused(verb: str, out: Path | None) -> int | None:
+    """--out checked before any work (creating nothing): a file in its place, a folder that
+    cannot be written, a link or one others may write to gets one line and exit 73."""
+    if out is None:
+        return None
+    try:
+        usable_folder(out, "--out")
+    except (NotWritable, UnsafePath, OSError) as error:
+        sys.stderr.write(f"trader {verb}: {error}\n")
+        return EX_CANTCREAT
+    return None

@@ -14,7 +14,7 @@ import json
 import sys
 
 from trader.cli.options import Verbs, load
-from trader.exit_codes import EX_CONFIG, EX_FAILED, EX_TEMPFAIL
+from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_FAILED, EX_TEMPFAIL
 
 
 def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from trader.broker.safety import StartRefused, ledger_holder  # noqa: PLC0415
     from trader.config.strict import config_refusal  # noqa: PLC0415
     from trader.engine.reconcile_now import reconcile_now, report_json  # noqa: PLC0415
-    from trader.ledger.database import LedgerError  # noqa: PLC0415
+    from trader.ledger.database import LedgerDamaged, LedgerError  # noqa: PLC0415
     from trader.market.feed import ExchangeCallFailed, UnknownSymbols  # noqa: PLC0415
 
     loaded = load(args)
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         report = asyncio.run(reconcile_now(settings, dry_run))
     except (StartRefused, LedgerError, UnknownSymbols, ValueError) as error:
         sys.stderr.write(f"trader reconcile: {error}\n")
-        return EX_CONFIG
+        # A damaged ledger is refused before a row is read: a data error, restored by hand.
+        return EX_DATAERR if isinstance(error, LedgerDamaged) else EX_CONFIG
     except ExchangeCallFailed as error:
         sys.stderr.write(f"trader reconcile: the venue cannot be reached: {error}\n")
         return EX_TEMPFAIL

@@ -83,7 +83,14 @@ def _replay(args: argparse.Namespace) -> int:
         sys.stderr.write(f"trader run: {error}\n")
         return EX_DATAERR
     request = ReplayRequest(replay, args.speed, args.max_ticks)
-    code = asyncio.run(Service(loaded, replay=request).run())
+    service = Service(loaded, replay=request)
+    code = asyncio.run(service.run())
+    if service.write_failure is not None:  # stopped at its first refused write: said first
+        sys.stdout.write(
+            f"trader run --replay stopped: {service.write_failure}. Nothing half-done was "
+            "booked; free space and run the same command again: it resumes after the "
+            f"ledger's last tick (exit {code})\n"
+        )
     ledger = loaded.settings.ledger.path
     if code != 0 or not ledger.exists():  # it did not run: the log said why
         return code

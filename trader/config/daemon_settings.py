@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from trader.config.section import Port, PositiveSeconds, Section
 
@@ -48,6 +48,41 @@ class MqttSettings(Section):
     command_window_s: PositiveSeconds = Field(
         30.0, description="a command's timestamp must be this close to now (replay protection)"
     )
+    command_rate_per_s: float = Field(
+        1.0,
+        gt=0,
+        description="payloads a second read on the cmd topic, on average; beyond it (and the "
+        "burst) they are refused unread and counted as rate_limited (one bucket per daemon: "
+        "MQTT does not say who published)",
+    )
+    command_burst: int = Field(
+        10, ge=1, description="payloads read at once before the rate applies"
+    )
+    command_refusal_interval_s: float = Field(
+        10.0,
+        ge=0,
+        description="refused payloads are answered on cmd/result and logged at most once per "
+        "kind of refusal and interval (the others counted; 0: every one)",
+    )
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _topic_prefix(cls, prefix: str) -> str:
+        # A wildcard would subscribe the daemon to other daemons' command topics; an empty
+        # level makes topics that an ACL written for `<prefix>/+/cmd` does not match.
+        problems = [
+            what
+            for what, found in (
+                ("'+'", "+" in prefix),
+                ("'#'", "#" in prefix),
+                ("NUL", "\x00" in prefix),
+                ("an empty level (a leading, trailing or double '/')", "" in prefix.split("/")),
+            )
+            if found
+        ]
+        if problems:
+            raise ValueError(f"a topic prefix cannot hold {', '.join(problems)}")
+        return prefix
 
     @model_validator(mode="after")
     def _commands_need_a_secret(self) -> MqttSettings:

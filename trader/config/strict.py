@@ -7,6 +7,7 @@ never the value."""
 from __future__ import annotations
 
 import io
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from trader.config.schema import Settings
 
 # No key, secret or token of any venue comes near this; a longer value is a wrong file.
 MAX_SECRET_CHARS = 4096
+# Controls (C0, DEL, C1 such as U+0085), formats (zero-width, byte-order mark, bidi marks) and
+# the line and paragraph separators U+2028/U+2029: each splits or hides a value in some tool.
+CONTROLS = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 def dotenv_problems(path: Path, text: str) -> list[str]:
@@ -34,8 +38,8 @@ def secret_problem(text: str) -> str | None:
     """Why `text` cannot be a secret, or None."""
     if len(text) > MAX_SECRET_CHARS:
         return f"is longer than {MAX_SECRET_CHARS} characters"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-        return "has control characters (a newline, a tab, an escape)"
+    if any(unicodedata.category(c) in CONTROLS for c in text):
+        return "has control characters (a newline, a tab, an escape, a Unicode line separator)"
     return None
 
 

@@ -19,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from trader.exit_codes import EX_ARGUMENTS, EX_FAILED
+from trader.exit_codes import EX_ARGUMENTS, EX_CANTCREAT, EX_FAILED
+from trader.private_files import UnsafePath, open_private, owned_folder, write_file
 
 SYMBOL = "SOL/USDT"
 EXCERPT = "SOLUSDT_1h.csv.gz"  # the first 1,000 hours of the recording (see __init__)
@@ -77,9 +78,13 @@ def run_demo(options: DemoOptions, out: TextIO = sys.stdout) -> int:
         out.write(f"trader demo: --ticks must be 1 to {MAX_TICKS} (the excerpt's bars)\n")
         return EX_ARGUMENTS
     files = DemoFiles(options.folder.resolve())
-    files.folder.mkdir(parents=True, exist_ok=True)
+    try:  # 0700: its ledger and settings are private
+        owned_folder(files.folder, "the demo's folder")
+    except (UnsafePath, OSError) as error:
+        out.write(f"trader demo: {error}\n")
+        return EX_CANTCREAT
     files.clear()
-    files.config.write_text(_settings(files, options.model))
+    write_file(files.config, _settings(files, options.model))
     with resources.as_file(resources.files("trader.demo") / EXCERPT) as excerpt:
         data = options.recording or excerpt
         # The daemon is told to accept skips: the demo judges them itself, from the ledger,
@@ -130,7 +135,7 @@ def _supervise(command: list[str], files: DemoFiles, ticks: int, out: TextIO) ->
     say how far it has got. Ctrl-C reaches the daemon too (same process group): it stops after
     the running tick, and the summary covers what it did."""
     watch = _Watch(files)
-    with files.log.open("w") as log:
+    with os.fdopen(open_private(files.log), "w") as log:  # 0600, never through a link
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             command, stdout=log, stderr=subprocess.STDOUT, env=_clean_environment(),
             cwd=files.folder,
@@ -187,7 +192,7 @@ class _Watch:
         url = f"http://127.0.0.1:{self.port}/metrics"
         try:
             with urllib.request.urlopen(url, timeout=1) as answer:
-                self.files.metrics.write_bytes(answer.read())
+                write_file(self.files.metrics, answer.read())
         except OSError:
             pass  # not serving yet, or already stopping: the last good scrape stays
 
@@ -211,7 +216,7 @@ def _report(options: DemoOptions, files: DemoFiles, seconds: float, out: TextIO)
     from trader.demo.summary import read_summary  # noqa: PLC0415 - numpy
 
     summary = read_summary(files.ledger, [SYMBOL])
-    files.summary.write_text(json.dumps(summary.as_json(), indent=2) + "\n")
+    write_file(files.summary, json.dumps(summary.as_json(), indent=2) + "\n")
     # As `trader run --replay` ends, on the settings' default threshold (the demo's own
     # settings file is the only one its daemon reads).
     skips = SkipVerdict(

@@ -154,10 +154,8 @@ async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = Non
         sys.stdout.write(sandbox.instructions() + "\n")
         sys.stdout.flush()
         if ready_file is not None:
-            # Written whole under another name first: a reader never sees half of it.
-            part = ready_file.with_name(ready_file.name + ".part")
-            await asyncio.to_thread(write_private, part, json.dumps(sandbox.ready()))  # 0600
-            await asyncio.to_thread(part.replace, ready_file)
+            # Written whole (under another name, then renamed): a reader never sees half of it.
+            await asyncio.to_thread(write_private, ready_file, json.dumps(sandbox.ready()))
         await stop.wait()
     finally:
         await sandbox.server.stop()

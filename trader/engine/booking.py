@@ -2,7 +2,8 @@
 everything the tick did (fills, orders, positions, how far the market was read, the tick's
 record, a change of the trading state) to the ledger in one transaction. And the rollback: a
 tick whose fills or orders failed half-way goes back to what the ledger holds, so half of its
-money is never booked."""
+money is never booked. A tick the disk refuses halts trading, and the first tick it takes
+again resumes it (`write_outage`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from trader.domain import Portfolio
 from trader.engine.account import Account
 from trader.engine.report import EngineHooks, TickReport, announce
 from trader.engine.valuation import Valuation, current_marks, valuation
+from trader.engine.write_outage import WriteOutage
 from trader.ledger.trading import TickRecord, TradingLedger
 from trader.market.step import MarketDataStep, TickData
 from trader.risk.engine import RiskEngine
@@ -28,6 +30,7 @@ class TickBooking:
     risk: RiskEngine
     ledger: TradingLedger
     account: Account
+    outage: WriteOutage
     log: FilteringBoundLogger
 
     async def commit(
@@ -39,20 +42,28 @@ class TickBooking:
         record, change = settle(report, marks, account.portfolio, risk)
         change = change or account.halted_by
         account.halted_by = None
+        outage = self.outage
         try:
             await self.ledger.commit_tick(
-                account.executions, account.portfolio, account.cursor_moves, record, change
-            )
-        except Exception:
-            # Nothing of this tick is booked: forget it here too, and stop trading until a
-            # person has looked (the disk may be full, the file unwritable).
+                account.executions, account.portfolio, account.cursor_moves, record,
+                change or outage.unrecorded,  # a halt for a refused write, booked once it can be
+            )  # fmt: skip
+        except Exception as error:
+            # Stop trading at once: until writes succeed again (a refused write), else until a
+            # person has looked. Then nothing of this tick is booked: forget it here too.
+            if not outage.failed("ledger", error, at):
+                risk.halt("the ledger could not book a tick", at)
             account.recover(await self.ledger.load())
-            risk.halt("the ledger could not book a tick", at)
             raise
+        outage.unrecorded = None
         account.cursor.update(account.cursor_moves)
         report.portfolio = account.portfolio
         if change is not None:
             announce(change, hooks, self.log)
+        resumed = await outage.recover(self.ledger, at)
+        if resumed is not None:
+            report.status = resumed
+            announce(resumed, hooks, self.log)
 
     async def roll_back(self, at: datetime) -> None:
         """Back to what the ledger holds, after a tick's fills or orders failed half-way."""

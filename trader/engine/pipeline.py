@@ -38,6 +38,7 @@ from trader.engine.reconciling import reconcile_ledger
 from trader.engine.report import EngineHooks, NoHooks, TickReport, announce
 from trader.engine.routing import OrderRouting
 from trader.engine.stages import StageRunner
+from trader.engine.write_outage import WriteOutage
 from trader.forecast.protocol import Forecaster
 from trader.ledger.trading import LedgerState, TradingLedger
 from trader.logging import get_logger, log_context
@@ -89,7 +90,9 @@ class Engine:
         # its account may have moved while the daemon was down.
         self.reconciled = not broker.external
         self.account = Account(state, broker, log)
-        self._stage = StageRunner(risk, self.account, log)
+        # A disk that refuses the ledger's writes halts trading until it takes them again.
+        self.write_outage = outage = WriteOutage(risk, ledger.database.path, log)
+        self._stage = StageRunner(risk, self.account, outage, log)
         self._fills = RestingFills(market, broker, self.account)
         self._deciding = Deciding(market, self.account, self.forecasters, self.costs, log)
         admission = self.admission = Admission(risk, log)
@@ -98,7 +101,7 @@ class Engine:
             account=self.account, admission=admission, log=log,
         )  # fmt: skip
         self._booking = TickBooking(
-            market=market, risk=risk, ledger=ledger, account=self.account, log=log
+            market=market, risk=risk, ledger=ledger, account=self.account, outage=outage, log=log
         )
         self.quiet = QuietTicks(
             market=market, broker=broker, account=self.account, admission=admission,
@@ -156,6 +159,7 @@ class Engine:
                     await self._booking.roll_back(at)
             with stage(report, "ledger"):
                 await self._booking.commit(data, at, report, self.hooks)
+            report.write_failures = self.write_outage.end_tick(self.hooks)
         self.hooks.on_tick(report)
         return report
 

@@ -43,6 +43,7 @@ class TickReport:
     drawdown: float = 0.0
     daily_loss: float = 0.0
     portfolio: Portfolio | None = None
+    write_failures: int = 0  # writes the ledger's disk refused this tick (write_outage)
 
     @property
     def outcome(self) -> str:

@@ -1,7 +1,9 @@
 """How the tick runs each of its stages: `with stage(report, "fills"): ...` times the block into
 the report and never lets it raise. A failure is logged and counted in the report, and the
 tick goes on without that stage's result. A broker that refuses our credentials halts trading;
-the change is booked with the tick. Cancellation and interrupts still propagate."""
+the change is booked with the tick. A write the ledger's disk refused halts trading too, told
+by `write_outage.WriteOutage` in one line at the tick's end. Cancellation and interrupts still
+propagate."""
 
 from __future__ import annotations
 
@@ -13,13 +15,17 @@ from structlog.typing import FilteringBoundLogger
 from trader.broker.protocol import BrokerHalt
 from trader.engine.account import Account
 from trader.engine.report import TickReport
+from trader.engine.write_outage import WriteOutage
 from trader.risk.engine import RiskEngine
 
 
 class StageRunner:
-    def __init__(self, risk: RiskEngine, account: Account, log: FilteringBoundLogger) -> None:
+    def __init__(
+        self, risk: RiskEngine, account: Account, outage: WriteOutage, log: FilteringBoundLogger
+    ) -> None:
         self._risk = risk
         self._account = account
+        self._outage = outage
         self._log = log
 
     def __call__(self, report: TickReport, name: str) -> Stage:
@@ -33,6 +39,8 @@ class StageRunner:
             report.failed_stages.append(name)
             account = self._account
             account.halted_by = self._risk.halt(str(error), report.at) or account.halted_by
+        elif self._outage.failed(name, error, report.at):
+            report.failed_stages.append(name)  # a full disk: no traceback, it is no bug
         else:
             self._log.exception("stage failed", stage=name)
             report.failed_stages.append(name)

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trader.exit_codes import EX_ARGUMENTS, EX_DATAERR, EX_UNAVAILABLE
+from trader.exit_codes import EX_ARGUMENTS, EX_CANTCREAT, EX_DATAERR, EX_UNAVAILABLE
+from trader.private_files import UnsafePath
 
 if TYPE_CHECKING:
     from trader.config import LoadedSettings
@@ -183,6 +184,9 @@ def _evaluate(request: EvaluateRequest, settings: Settings, recordings: Mapping[
     else:
         sys.stdout.write(terminal_summary(result))
     if request.out is not None:
-        write_report(result, request.out)
+        try:
+            write_report(result, request.out)
+        except (UnsafePath, OSError) as error:  # a link planted in --out, a disk that refuses
+            raise Refused(EX_CANTCREAT, f"the report was not written: {error}") from None
         sys.stderr.write(f"report: {request.out / 'report.html'} (and report.md, plots)\n")
     return 0

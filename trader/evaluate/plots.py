@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from trader.backtest.plots import DPI, _dates, _times
+from trader.backtest.plots import DPI, _dates, _times, save_png
 from trader.evaluate.run import NAIVE, Row
 from trader.skill import INTERVALS
 
@@ -53,7 +53,7 @@ def skill_plot(path: Path, title: str, rows: Sequence[Row]) -> None:
     left.set_title("skill by step (shaded: 90% block-bootstrap interval)")
     right.set_title("MASE by step")
     figure.suptitle(title)
-    figure.savefig(path)
+    save_png(figure, path)
 
 
 def calibration_plot(path: Path, title: str, rows: Sequence[Row]) -> None:
@@ -90,7 +90,7 @@ def calibration_plot(path: Path, title: str, rows: Sequence[Row]) -> None:
     right.legend(loc="upper left", frameon=False)
     right.grid(True, axis="y", alpha=0.3)
     figure.suptitle(title)
-    figure.savefig(path)
+    save_png(figure, path)
 
 
 def crps_time_plot(path: Path, title: str, ends_ms: Sequence[int], rows: Sequence[Row]) -> None:
@@ -110,7 +110,7 @@ def crps_time_plot(path: Path, title: str, ends_ms: Sequence[int], rows: Sequenc
     axis.legend(loc="upper left", frameon=False)
     axis.grid(True, alpha=0.3)
     _dates(axis)
-    figure.savefig(path)
+    save_png(figure, path)
 
 
 def _trailing_mean(values: np.ndarray, window: int) -> np.ndarray:

@@ -17,12 +17,12 @@ from trader.backtest.document import (
     Image,
     Paragraph,
     Table,
-    markdown,
-    page,
     text_table,
+    write_pages,
 )
 from trader.evaluate.plots import calibration_plot, crps_time_plot, skill_plot
 from trader.evaluate.run import CONFIDENCE, NAIVE, REPLICATES, Evaluation, Row
+from trader.private_files import write_file
 from trader.skill import INTERVALS, Interval, naive_reference
 
 ESTIMATOR = (
@@ -282,14 +282,14 @@ def evaluation_json(result: Evaluation) -> dict[str, Any]:
 
 
 def write_report(result: Evaluation, folder: Path) -> list[Path]:
-    """report.md, report.html, evaluation.json and the plots; the files written."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """report.md, report.html, evaluation.json and the plots, each written whole and
+    private; the files written."""
     images = _plots(result, folder)
     blocks = _blocks(result, images)
     title = f"Forecast evaluation {', '.join(result.origins)}"
-    (folder / "report.md").write_text(markdown(blocks))
-    (folder / "report.html").write_text(page(title, blocks, folder))
-    (folder / "evaluation.json").write_text(json.dumps(evaluation_json(result), indent=2) + "\n")
+    write_pages(folder, "report", title, blocks)
+    text = json.dumps(evaluation_json(result), indent=2) + "\n"
+    write_file(folder / "evaluation.json", text, what="the report folder")
     return [*(folder / i.file for i in images), *(folder / n for n in _FILES)]
 
 

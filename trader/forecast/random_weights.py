@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 from torch import nn
 
 from trader.config.forecast_settings import ForecastSettings
@@ -30,6 +30,7 @@ from trader.forecast.toto2.loading import RANDOM_MARKER
 from trader.forecast.toto2.model import Toto2Model
 from trader.forecast.toto2.presets import preset_config, repository
 from trader.forecast.weights import WeightsUnavailable, locate
+from trader.private_files import write_file
 
 # Datadog/Toto-Open-Base-1.0's config.json.
 TOTO_PUBLISHED: dict[str, Any] = {
@@ -142,10 +143,11 @@ def _randomised(module: nn.Module, seed: int) -> nn.Module:
 def save_published(
     directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]
 ) -> None:
-    """A checkpoint folder as published: model.safetensors and config.json."""
-    directory.mkdir(parents=True, exist_ok=True)
-    save_file({n: t.contiguous() for n, t in tensors.items()}, str(directory / "model.safetensors"))
-    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    """A checkpoint folder as published: model.safetensors and config.json, each written
+    whole and private, never through a link (`write_file`)."""
+    data = save({n: t.contiguous() for n, t in tensors.items()})
+    write_file(directory / "model.safetensors", data, what="the weights folder")
+    write_file(directory / "config.json", json.dumps(config, indent=2), what="the weights folder")
 
 
 def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
@@ -185,7 +187,8 @@ def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) 
     save_published(directory, config.to_json(), model.state_dict())
     count = sum(p.numel() for p in model.parameters())
     written = RandomCheckpoint("toto2", size, directory, None, count)
-    (directory / RANDOM_MARKER).write_text(json.dumps({"label": written.label, "size": name}))
+    marker = json.dumps({"label": written.label, "size": name})
+    write_file(directory / RANDOM_MARKER, marker, what="the weights folder")
     return written
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 FILES = ("config.json", "model.safetensors")
@@ -88,7 +89,7 @@ def load_checkpoint(directory: Path) -> Checkpoint:
     try:
         config = json.loads((directory / "config.json").read_text())
         tensors = load_file(directory / "model.safetensors", device="cpu")
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, SafetensorError) as error:  # a damaged or cut-short file
         raise WeightsUnavailable(f"{directory}: cannot read the checkpoint: {error}") from error
     return Checkpoint(config, tensors, directory)
 

@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trader.ledger.database import Database, Statements, transaction
+from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.ledger.trading import LATEST_ONLY
+from trader.ledger.write_failure import cannot_write, refused_writes, write_failure
 
 T = TypeVar("T")
 
@@ -71,6 +72,17 @@ class BufferedDatabase(Database):
         super().__init__(path, durable=False)
         self.pending = StatementBuffer(LATEST_ONLY)
 
+    @classmethod
+    async def open(cls, path: Path, *, durable: bool = False) -> Database:
+        """As `Database.open`; a new ledger the disk has no room for is `LedgerWriteFailed`."""
+        try:
+            return await super().open(path, durable=durable)
+        except LedgerError as error:
+            reason = write_failure(error)
+            if reason is None:
+                raise
+            raise cannot_write(path, reason) from error
+
     async def write(self, work: Callable[[Statements], object], *, durable: bool = True) -> None:
         work(self.pending)
 
@@ -79,18 +91,24 @@ class BufferedDatabase(Database):
         return await super().run(work)
 
     async def close(self) -> None:
-        if self._connection is not None:
-            await super().run(self._write_pending)
-        await super().close()
+        try:
+            if self._connection is not None:
+                await super().run(self._write_pending)
+        finally:  # closed even when the disk refused the rows (the run fails with that)
+            await super().close()
 
     def _write_pending(self, connection: sqlite3.Connection) -> None:
         """The statements kept, with the rollback journal in memory while they are written:
         the whole run's rows go straight into the file instead of through the write-ahead log
-        and again into the file (a failed write still rolls back; the run then fails)."""
+        and again into the file (a failed write still rolls back; the run then fails, with
+        `LedgerWriteFailed` where the disk refused it). Written once: a refused buffer is
+        dropped, not tried again at close."""
         if not self.pending.groups:
             return
-        connection.execute("PRAGMA journal_mode=MEMORY")
-        try:
-            self.pending.write_to(connection)
-        finally:
-            connection.execute("PRAGMA journal_mode=WAL")  # the ledger's own, as it was
+        with refused_writes(self.path):
+            connection.execute("PRAGMA journal_mode=MEMORY")
+            try:
+                self.pending.write_to(connection)
+            finally:
+                self.pending.groups = {}
+                connection.execute("PRAGMA journal_mode=WAL")  # the ledger's own, as it was

@@ -3,27 +3,39 @@ never waits on the disk. WAL mode with synchronous=FULL: a committed write survi
 
 The ledger holds the account, so only its user may read it: its folder is created 0700 and the
 file 0600 before SQLite opens it (SQLite gives the -wal and -shm files the database's mode),
-whatever the umask; files an older version or a looser umask left readable are tightened."""
+whatever the umask; files an older version or a looser umask left readable are tightened. A
+path another user could have planted is refused, as the lock files' are: a link at the ledger or
+its side files, a folder of another user's or one others may write to (`private_files`).
+
+Before anything is read, SQLite checks the file (`integrity`): a damaged ledger, or an empty
+file where a ledger was, is refused with how to restore it, never traded on."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from trader.ledger.integrity import damaged_refusal, empty_refusal, is_empty, verdict_of
 from trader.ledger.migrations import MIGRATIONS
-from trader.private_files import UnsafePath, open_private, private_folder, restrict
+from trader.private_files import UnsafePath, check_private_by_name, open_private, owned_folder
 
 T = TypeVar("T")
 
 
 class LedgerError(Exception):
     """The ledger cannot be used as it is (newer schema, unreadable file)."""
+
+
+class LedgerDamaged(LedgerError):
+    """The ledger's file failed SQLite's check, or is empty: refused before anything was read
+    (a data error, exit 65); the message says how to restore it."""
 
 
 class Statements(Protocol):
@@ -53,21 +65,37 @@ SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def make_private(path: Path) -> None:
-    """The ledger's folder (where missing) 0700, and the ledger and its side files 0600."""
-    private_folder(path.parent)
+    """The ledger's folder ours and closed to others (created 0700 where missing), the ledger
+    (created where missing) and its side files 0600, none of them a link: UnsafePath else."""
+    owned_folder(path.parent, "the ledger's folder")
     if not os.path.lexists(path):
         os.close(open_private(path))
+    # Checked by name: the folder is ours and closed to others, so nobody can swap a name
+    # after its check.
     for file in (path, *(path.with_name(path.name + side) for side in SIDE_FILES)):
-        restrict(file)
+        check_private_by_name(file)
 
 
-def _connect(path: Path, durable: bool = True) -> sqlite3.Connection:
+def _connect(path: Path, durable: bool = True, new: bool = False) -> sqlite3.Connection:
+    """The connection, once the file has passed its check; `new`: an empty file is the new
+    ledger the user asked for (a file this call makes always is)."""
+    existed = os.path.lexists(path)
     make_private(path)
+    if existed and not new and is_empty(path):
+        raise LedgerDamaged(empty_refusal(path))
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute("PRAGMA busy_timeout=5000")  # a writer's lock is not damage
+        verdict = verdict_of(connection, path)
+    except BaseException:
+        connection.close()
+        raise
+    if not verdict.ok:
+        connection.close()
+        raise LedgerDamaged(damaged_refusal(path, verdict))
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute(f"PRAGMA synchronous={'FULL' if durable else 'OFF'}")
     connection.execute("PRAGMA foreign_keys=ON")
-    connection.execute("PRAGMA busy_timeout=5000")
     return connection
 
 
@@ -99,10 +127,15 @@ class Database:
 
     @classmethod
     async def open(cls, path: Path, *, durable: bool = True) -> Database:
+        """The ledger at `path`, made where nothing is; LedgerDamaged for a damaged or empty
+        file (`new_ledger` is how a user asks for a new one there)."""
         database = cls(path, durable)
         try:
             database._connection = await database._submit(lambda: _connect(path, durable))
             await database.run(migrate)
+        except LedgerDamaged:
+            await database.close()
+            raise
         except (sqlite3.DatabaseError, OSError, UnsafePath) as error:
             await database.close()
             raise LedgerError(f"ledger {path}: {error}") from error
@@ -145,3 +178,25 @@ class Database:
         if connection is not None:
             await self._submit(connection.close)
         self._executor.shutdown(wait=True)
+
+
+def new_ledger(path: Path) -> None:
+    """A new ledger at `path`, where there is nothing or an empty file: what the user asks for
+    when `Database.open` refuses an empty file. LedgerError for a file with anything in it."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISREG(info.st_mode) and not is_empty(path):
+        raise LedgerError(
+            f"ledger {path} is not empty: refused; `trader ledger new` makes a ledger only "
+            "where there is nothing or an empty file (move this one aside first)"
+        )
+    try:
+        connection = _connect(path, new=True)
+        try:
+            migrate(connection)
+        finally:
+            connection.close()
+    except (sqlite3.DatabaseError, OSError, UnsafePath) as error:
+        raise LedgerError(f"ledger {path}: {error}") from error

@@ -219,4 +219,13 @@ MIGRATIONS: tuple[str, ...] = (
         correction INTEGER NOT NULL REFERENCES fee_corrections (id)
     ) WITHOUT ROWID;
     """,
+    # 9: the latest time a signed command was admitted at, on a clock that never goes back: the
+    # nonces expire by it and commands older than it less the window are stale, so stepping
+    # the wall clock back cannot reopen a captured command's window (`ledger/nonces.py`).
+    """
+    CREATE TABLE command_clock (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        latest TEXT NOT NULL
+    );
+    """,
 )

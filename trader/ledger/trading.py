@@ -52,6 +52,7 @@ from trader.ledger.trading_state import (
     write_status,
     write_status_event,
 )
+from trader.ledger.write_failure import refused_writes
 from trader.risk.marks import DayMarks
 from trader.risk.state import TradingStatus
 
@@ -218,9 +219,14 @@ class TradingLedger:
     async def load(self) -> LedgerState:
         return await self._db.run(_load)
 
+    async def _write(self, work: Callable[[Statements], object], *, durable: bool = True) -> None:
+        """One transaction; a write the disk refuses comes out as `LedgerWriteFailed`."""
+        with refused_writes(self._db.path):
+            await self._db.write(work, durable=durable)
+
     async def record_orders(self, orders: Sequence[Order], at: datetime, detail: str) -> None:
         if orders:
-            await self._db.write(lambda c: _write_orders(c, orders, at, detail))
+            await self._write(lambda c: _write_orders(c, orders, at, detail))
 
     async def commit_tick(
         self,
@@ -244,7 +250,7 @@ class TradingLedger:
             if change is not None:
                 write_status_event(c, change)
 
-        await self._db.write(write, durable=bool(executions) or change is not None)
+        await self._write(write, durable=bool(executions) or change is not None)
 
     async def commit_quiet_ticks(
         self,
@@ -263,7 +269,7 @@ class TradingLedger:
             if change is not None:
                 write_status_event(c, change)
 
-        await self._db.write(write, durable=change is not None)
+        await self._write(write, durable=change is not None)
 
     def _state_row(self, record: TickRecord) -> tuple[object, ...]:
         """The trading state's row for `record` (made again only when it changed)."""
@@ -278,7 +284,7 @@ class TradingLedger:
             write_status(c, status, day)
             write_status_event(c, status)
 
-        await self._db.write(write)
+        await self._write(write)
 
     async def last_tick(self) -> datetime | None:
         """The last tick that completed, if any (None on a fresh ledger)."""

@@ -8,7 +8,6 @@ the bar checks are not written; they are counted and reported.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from trader.domain import Bar, Timeframe
 from trader.market.feed import MarketData
 from trader.market.hygiene import SkipReason, parse_row
 from trader.market.replay import read_recording
+from trader.private_files import replacing
 
 SCHEMA = pa.schema(
     [
@@ -67,10 +67,10 @@ def _write(path: Path, bars: list[Bar]) -> None:
         },
         schema=SCHEMA,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".parquet.partial")
-    pq.write_table(table, partial)
-    os.replace(partial, path)  # readers see the old file or the new one, never half of one
+    # Readers see the old file or the new one, never half of one, and a link planted at the
+    # path is refused; public prices, so readable by others (0644).
+    with replacing(path, what="the data folder", mode=0o644) as handle:
+        pq.write_table(table, handle)
 
 
 def _existing(path: Path, symbol: str, timeframe: Timeframe) -> list[Bar]:

@@ -290,6 +290,15 @@ class RiskEngine:
             reason = f"{reason}; limits measured from equity {self.day.last:.2f}"
         return self._move(TradingState.ACTIVE, reason, at)
 
+    def restore(self, halt: TradingStatus, status: TradingStatus) -> bool:
+        """`status` in place of `halt`, if `halt` is still the status: the end of a halt that
+        changed nothing of the account (a ledger that could not be written), back to the state
+        it stopped, the limits measured as they were (no person accepted a loss)."""
+        if self.status is not halt:
+            return False
+        self.status = status
+        return True
+
     def _move(self, state: TradingState, reason: str, at: datetime) -> TradingStatus:
         self.status = self.status.to(state, reason, at)
         return self.status

@@ -1,7 +1,9 @@
 """How the outside world steers a running daemon: SIGTERM/SIGINT stop it, SIGHUP reloads the
 strategy and risk settings, and signed MQTT commands (pause, resume, flatten, reload) run
-between ticks through the `Controller`. Every payload on the command topic gets a published
-result, a count and a log line, whatever it holds."""
+between ticks through the `Controller`. Every payload on the command topic is counted, whatever
+it holds; past the rate (`telemetry/flood.py`) it is refused unread. A command carried out is
+answered and logged; refusals are answered and logged once per kind and interval, the next
+line saying how many were held back, so a flood costs neither the log nor the event queue."""
 
 from __future__ import annotations
 
@@ -17,17 +19,28 @@ from structlog.typing import FilteringBoundLogger as Logger
 from trader.service.parts import Parts
 from trader.telemetry import events
 from trader.telemetry.commands import CommandVerifier, Refusal
+from trader.telemetry.flood import Throttle, TokenBucket
 from trader.telemetry.mqtt import base_topic
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class ControlSurface:
-    def __init__(self, parts: Parts, request_stop: Callable[[str], None], log: Logger) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        request_stop: Callable[[str], None],
+        log: Logger,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._parts = parts
         self._request_stop = request_stop
         self._log = log
         self._verifier_made: CommandVerifier | None = None
+        mqtt = parts.settings.mqtt
+        self._monotonic = monotonic  # the flood limits' clock: a wall-clock step moves neither
+        self._bucket = TokenBucket(mqtt.command_rate_per_s, mqtt.command_burst)
+        self._refusals = Throttle(mqtt.command_refusal_interval_s)
 
     @contextmanager
     def signals(self) -> Iterator[None]:
@@ -78,19 +91,33 @@ class ControlSurface:
             return f"failed: {type(error).__name__}"
 
     async def on_command(self, payload: bytes) -> None:
-        """A message on the cmd topic, whatever it holds: answered on cmd/result, counted and
-        logged; one that passes every check is carried out between ticks. Nothing a payload
-        does can end this without an answer."""
-        try:
-            command, result, reason = await self._obey(payload)
-        except Exception as error:
-            self._log.exception("command handling failed", error=type(error).__name__)
-            command, result, reason = "invalid", "error", f"not handled: {type(error).__name__}"
+        """A message on the cmd topic, whatever it holds: counted; past the rate refused unread;
+        one that passes every check is carried out between ticks. Each is answered on
+        cmd/result, a refusal only if none of its kind was this interval. Nothing a payload
+        does can end this without a count."""
+        if not self._bucket.take(self._monotonic()):
+            bucket = self._bucket
+            command, result = "invalid", "rate_limited"
+            reason = f"over {bucket.rate_per_s:g} a second (burst {bucket.burst}): not read"
+        else:
+            try:
+                command, result, reason = await self._obey(payload)
+            except Exception as error:
+                self._log.exception("command handling failed", error=type(error).__name__)
+                command, result = "invalid", "error"
+                reason = f"not handled: {type(error).__name__}"
         parts = self._parts
         if parts.metrics is not None:
             parts.metrics.command(command, result)
         if result not in {"accepted", "failed"}:
-            self._log.warning("command refused", command=command, result=result, reason=reason)
+            held = self._refusals.due(result, self._monotonic())
+            if held is None:
+                return  # counted: one of its kind was answered and logged this interval
+            if held:
+                reason += f" ({held} more refused as {result} since the last answer)"
+            self._log.warning(
+                "command refused", command=command, result=result, reason=reason, held_back=held
+            )
         if parts.link is not None:
             at = parts.venue.clock.now() if parts.venue is not None else datetime.now(UTC)
             parts.link.publish(

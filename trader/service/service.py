@@ -15,7 +15,7 @@ from trader.config.schema import Settings
 from trader.config.strict import config_refusal
 from trader.daemon.notify import SystemdNotifier
 from trader.daemon.reload import SettingsSource
-from trader.exit_codes import EX_CONFIG, EX_SOFTWARE
+from trader.exit_codes import EX_CONFIG, EX_IOERR, EX_SOFTWARE
 from trader.logging import get_logger
 from trader.runner import replay_settings
 from trader.service.control_surface import ControlSurface
@@ -38,6 +38,7 @@ class Service:
     ) -> None:
         self._log = log = get_logger("trader.service", instance=loaded.settings.instance)
         self.request_stop = StopRequest()
+        self.write_failure: str | None = None  # a replay stopped: its ledger cannot be written
         self.parts = parts = Parts(
             loaded, loaded.settings, replay, SystemdNotifier.from_environment()
         )
@@ -88,14 +89,17 @@ class Service:
             started = await self._start_up(stack)
         except StartupFailed as failed:
             self._log.error("cannot start", step=failed.step, reason=failed.reason)
+            if failed.code == EX_IOERR:  # a ledger its disk has no room for: said first
+                self.write_failure = failed.reason
             parts.phase = f"failed: {failed.step}"
             parts.notifier.status(f"cannot start ({failed.step}): {failed.reason}")
             await stop_background(parts, f"cannot start: {failed.reason}")
             return failed.code
         if started and parts.ticks is not None:  # None: a replay with nothing left to run
             await self._serve()
-        await shut_down(parts, stack, self._log)
-        return 0
+        code = EX_IOERR if self.write_failure is not None else 0
+        await shut_down(parts, stack, self._log, code)
+        return code
 
     async def _start_up(self, stack: AsyncExitStack) -> bool:
         """The start-up steps, unless a stop signal comes first (False)."""
@@ -123,6 +127,9 @@ class Service:
         parts = self.parts
         assert parts.ticks is not None
         assert parts.venue is not None
+        if parts.replay is not None and parts.engine is not None:
+            # A replay stops at its first refused write: nobody is there to free the space.
+            parts.engine.write_outage.on_start = self._stop_on_write_failure
         ticking = asyncio.create_task(
             parts.ticks.run(
                 self.request_stop.event,
@@ -158,6 +165,10 @@ class Service:
             ticking.cancel()
             with suppress(asyncio.CancelledError):
                 await ticking
+
+    def _stop_on_write_failure(self, reason: str) -> None:
+        self.write_failure = reason
+        self.request_stop(reason)
 
     def _prepare(self, settings: Settings) -> Settings:
         """The settings as this run uses them (a replay: its recordings' symbols, timeframe)."""

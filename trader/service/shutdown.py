@@ -11,11 +11,12 @@ from structlog.typing import FilteringBoundLogger as Logger
 
 from trader.domain import Order
 from trader.ledger.database import Database
+from trader.ledger.write_failure import write_failure
 from trader.service.parts import Parts
 from trader.service.status import status_event
 
 
-async def shut_down(parts: Parts, stack: AsyncExitStack, log: Logger) -> None:
+async def shut_down(parts: Parts, stack: AsyncExitStack, log: Logger, exit_code: int = 0) -> None:
     parts.phase = "stopping"
     parts.readiness.mark("started", False, "stopping")
     parts.notifier.stopping()
@@ -24,7 +25,7 @@ async def shut_down(parts: Parts, stack: AsyncExitStack, log: Logger) -> None:
     await apply_shutdown_stance(parts, log)
     await stop_background(parts, "stopped")
     await stack.aclose()  # engine, feed, ledger (checkpointed), endpoint: newest first
-    log.info("stopped", exit_code=0)
+    log.info("stopped", exit_code=exit_code)
 
 
 async def stop_background(parts: Parts, reason: str) -> None:
@@ -72,7 +73,10 @@ async def close_ledger(database: Database, log: Logger) -> None:
     try:
         # Everything in the main file: the WAL is emptied (a copy of the file is whole).
         await database.run(lambda c: c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
-    except Exception:
-        log.exception("ledger checkpoint failed")
+    except Exception as error:
+        if (reason := write_failure(error)) is not None:  # a full disk: said, not a bug
+            log.error("ledger checkpoint failed", reason=reason, path=str(database.path))
+        else:
+            log.exception("ledger checkpoint failed")
     await database.close()
     log.info("ledger flushed", path=str(database.path))

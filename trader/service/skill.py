@@ -13,6 +13,7 @@ from trader.daemon.skill import LiveSkill
 from trader.engine.report import TickReport
 from trader.ledger.database import Database
 from trader.ledger.scores import ScoreStore
+from trader.ledger.write_failure import write_failure
 from trader.runner import model_names
 from trader.service.parts import Parts
 from trader.skill.live import NAIVE
@@ -52,5 +53,8 @@ async def observe_skill(parts: Parts, report: TickReport, log: Logger) -> None:
                     live.rolling.figures(score.model, score.symbol),
                     live.rolling.figures(NAIVE, score.symbol),
                 ))  # fmt: skip
-    except Exception:
-        log.exception("live skill failed for a tick", at=report.at.isoformat())
+    except Exception as error:
+        if (reason := write_failure(error)) is not None:  # the tick's own line said it: halted
+            log.warning("live skill not recorded", reason=reason, at=report.at.isoformat())
+        else:
+            log.exception("live skill failed for a tick", at=report.at.isoformat())

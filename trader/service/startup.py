@@ -6,11 +6,15 @@ them: trading waits for it while the rest starts."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import InvalidOperation
 from functools import partial
+from pathlib import Path
 
 from structlog.typing import FilteringBoundLogger as Logger
 
@@ -25,12 +29,14 @@ from trader.daemon.inference import (
 from trader.daemon.reload import SettingsSource
 from trader.domain import DomainError, Timeframe
 from trader.engine.pipeline import Engine
-from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_UNAVAILABLE
+from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_IOERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable
 from trader.ledger.database import Database, LedgerError
+from trader.ledger.integrity import unreadable_refusal
 from trader.ledger.nonces import CommandNonces
 from trader.ledger.trading import TradingLedger
+from trader.ledger.write_failure import cannot_write, write_failure
 from trader.runner import (
     Venue,
     build_engine,
@@ -124,7 +130,7 @@ class Startup:
         try:
             database = await Database.open(self.parts.settings.ledger.path)
         except LedgerError as error:
-            raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
+            raise ledger_refused(self.parts.settings.ledger.path, error) from error
         stack.push_async_callback(close_ledger, database, self.log)
         self.parts.nonces = CommandNonces(database, MAX_NONCES)
         return database
@@ -188,9 +194,9 @@ class Startup:
                 hooks=hooks, inference=worker.executor, start_market=False,
                 calendars=venue.calendars,
             )  # fmt: skip
-        except (LedgerError, DomainError) as error:
+        except (LedgerError, DomainError, *UNREADABLE) as error:
             worker.shutdown()
-            raise StartupFailed(EX_DATAERR, "ledger recovery", str(error)) from error
+            raise ledger_refused(settings.ledger.path, error) from error
         except StartRefused as error:  # live: another instance holds a symbol, and the like
             worker.shutdown()
             raise StartupFailed(EX_CONFIG, "broker", str(error)) from error
@@ -208,7 +214,10 @@ class Startup:
             last_tick=venue.resume_after.isoformat() if venue.resume_after else None,
         )
         parts.readiness.add("trading_state", partial(health.trading_state_check, parts))
-        await start_skill(parts, database, venue.clock.now(), self.log)
+        try:
+            await start_skill(parts, database, venue.clock.now(), self.log)
+        except UNREADABLE as error:
+            raise ledger_refused(settings.ledger.path, error) from error
         return engine
 
     async def _load_models(self, worker: InferenceWorker, device: DeviceChoice) -> None:
@@ -260,3 +269,18 @@ class Startup:
             not_ready=verdict.reasons(),
             **model_fields(parts),
         )
+
+
+# What reading a ledger's rows raises where a stored value is damaged but its pages are sound:
+# SQLite's own JSON functions, and Python's decoding of text, JSON and decimals.
+UNREADABLE = (sqlite3.DatabaseError, json.JSONDecodeError, UnicodeDecodeError, InvalidOperation)
+
+
+def ledger_refused(path: Path, error: Exception) -> StartupFailed:
+    """Exit 74 for a ledger its disk has no room for (or will not write), else 65."""
+    reason = write_failure(error)
+    if reason is not None:
+        return StartupFailed(EX_IOERR, "ledger recovery", str(cannot_write(path, reason)))
+    if isinstance(error, UNREADABLE):
+        return StartupFailed(EX_DATAERR, "ledger recovery", unreadable_refusal(path, error))
+    return StartupFailed(EX_DATAERR, "ledger recovery", str(error))

@@ -80,7 +80,7 @@ async def start_telemetry(
             settings.mqtt,
             settings.instance,
             on_connected=metrics.mqtt_connected.set,
-            on_dropped=metrics.mqtt_dropped.inc,
+            on_dropped=metrics.events_dropped,
             on_command=on_command,
         )
         publish_status(parts, "starting")

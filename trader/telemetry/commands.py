@@ -14,7 +14,8 @@ other that shares the key. The timestamp (Unix seconds) must lie within `mqtt.co
 of the daemon's clock, and a nonce (8 to 128 of A-Z a-z 0-9 _ -) is accepted once: used nonces
 are kept in the ledger for as long as their command could pass the freshness check, so a
 captured command cannot be sent again, neither inside the window (nor after a restart) nor
-after it (its timestamp is stale). Sign from a shell with:
+after it (its timestamp is stale), nor after the wall clock is stepped back (the window is
+measured on a clock that cannot go back, `ledger/nonces.py`). Sign from a shell with:
 
     printf '%s\\n%s\\n%s\\n%s\\n%s' "$topic" "$ts" "$nonce" pause '{}' \\
         | openssl dgst -sha256 -hmac "$KEY"
@@ -208,6 +209,13 @@ class CommandVerifier:
         claim = await nonces.claim(
             signed.nonce, signed.label, now=now, fresh_until=signed.timestamp + self.window_s
         )
+        if claim == "stale":
+            return Refusal(
+                "stale",
+                f"timestamp {signed.timestamp} is older than a command admitted already, less "
+                "the window (was the clock stepped back?)",
+                signed.label,
+            )
         if claim != "new":
             return Refusal(*_CLAIM_REFUSALS[claim], signed.label)
         if signed.name not in KNOWN:

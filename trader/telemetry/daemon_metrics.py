@@ -21,6 +21,7 @@ from trader.telemetry.labels import (
     COMMAND_RESULTS,
     COMMANDS,
     DEVICE_KEYS,
+    EVENT_QUEUES,
     EXCHANGE_ERROR_KINDS,
     TASKS,
 )
@@ -48,8 +49,11 @@ class DaemonMetrics:
             "trader_mqtt_connected", "1 while connected to the MQTT broker", registry=r
         )
         self.mqtt_dropped = Counter(
-            "trader_mqtt_dropped_total", "Events dropped (queue full or broker away)", registry=r
-        )
+            "trader_mqtt_dropped_total",
+            "Events dropped (queue full or broker away), by queue: trading (orders, fills, P&L, "
+            "decisions, status) or other (forecasts, scores, heartbeats, command answers)",
+            ["queue"], registry=r,
+        )  # fmt: skip
         self.trade_stream_connected = Gauge(
             "trader_trade_stream_connected",
             "1 while the venue's trade-updates stream is connected (Alpaca); 0: polling alone",
@@ -68,6 +72,14 @@ class DaemonMetrics:
             ["task"], registry=r,
         )  # fmt: skip
         self.ready = Gauge("trader_ready", "1 when /readyz says ready to trade", registry=r)
+        self.ledger_write_failures = Counter(
+            "trader_ledger_write_failures_total", "Writes the ledger's disk refused (full, "
+            "failing, read-only): trading halts until one succeeds", registry=r,
+        )  # fmt: skip
+        self.ledger_writable = Gauge(
+            "trader_ledger_writable", "0 from a tick whose ledger writes were refused to the "
+            "next tick whose writes all succeed (trading halted meanwhile), else 1", registry=r,
+        )  # fmt: skip
         self.clock_simulated = Gauge(
             "trader_clock_simulated", "1 on a simulated clock (trader run --replay), 0 live",
             registry=r,
@@ -85,7 +97,10 @@ class DaemonMetrics:
                 self.commands.labels(command, result)
         for task in TASKS:
             self.jobs_missed.labels(task)
+        for queue in EVENT_QUEUES:
+            self.mqtt_dropped.labels(queue)
         self.clock_simulated.set(simulated_clock)
+        self.ledger_writable.set(1)
         self.device_info.info(dict.fromkeys(DEVICE_KEYS, ""))
         self.build_info.info(build_labels() | {"broker_mode": broker_mode})
 
@@ -99,8 +114,17 @@ class DaemonMetrics:
         known = kind if kind in EXCHANGE_ERROR_KINDS else "exchange_error"
         self.exchange_errors.labels(known).inc()
 
+    def count_write_failures(self, refused: int) -> None:
+        """A tick's refused writes: a tick with none ends an outage (`engine.write_outage`)."""
+        self.ledger_writable.set(refused == 0)
+        if refused:
+            self.ledger_write_failures.inc(refused)
+
     def job_missed(self, task: str) -> None:
         self.jobs_missed.labels(task).inc()
+
+    def events_dropped(self, queue: str, count: int) -> None:
+        self.mqtt_dropped.labels(queue).inc(count)
 
     def command(self, command: str, result: str) -> None:
         self.commands.labels(command if command in COMMANDS else "invalid", result).inc()

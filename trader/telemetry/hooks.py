@@ -34,6 +34,7 @@ class TelemetryHooks:
     def on_tick(self, report: TickReport) -> None:
         try:
             self.metrics.observe_tick(report)
+            self.metrics.count_write_failures(report.write_failures)
             if self.link is not None:
                 for event in tick_events(self.instance, report):
                     self.link.publish(event)

@@ -25,6 +25,7 @@ COMMAND_RESULTS = (
     "accepted", "bad_signature", "replayed", "stale", "malformed", "unknown_command",
     "rate_limited", "failed", "error",
 )  # fmt: skip
+EVENT_QUEUES = ("trading", "other")  # the MQTT link's outgoing queues (telemetry/event_queues.py)
 TASKS = ("quotes", "reconcile", "equity", "heartbeat")  # the periodic jobs between ticks
 RISK_LIMITS = ("max_drawdown", "daily_loss")
 DEVICE_KEYS = ("device", "precision", "reason", "fallback", "name", "capability", "torch",

@@ -1,11 +1,12 @@
-"""The MQTT link: events out through a bounded queue, signed commands in.
+"""The MQTT link: events out through bounded queues, signed commands in.
 
-`publish` never waits: an event joins a bounded queue, and when the queue is full the oldest
-event is dropped and counted. One task keeps the connection up, reconnecting with
-exponential backoff and jitter; while the broker is away events wait in the queue (and the
-oldest are dropped), so a broker outage never touches trading. The current status is kept
-apart from the queue and published, retained, on every (re)connect; the broker holds a last
-will that marks the instance offline if the connection dies without a goodbye.
+`publish` never waits: an event joins a bounded queue, trading events one of their own
+(`event_queues`), and when a queue is full its oldest event is dropped and counted. One task
+keeps the connection up, reconnecting with exponential backoff and jitter; while the broker is
+away events wait in the queues (and the oldest are dropped), so a broker outage never touches
+trading. The current status is kept apart from the queues and published, retained, on every
+(re)connect; the broker holds a last will that marks the instance offline if the connection
+dies without a goodbye.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import os
 import random
 import secrets
 import ssl
-from collections import deque
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from typing import Any
@@ -24,6 +24,7 @@ import aiomqtt
 
 from trader.config.daemon_settings import MqttSettings
 from trader.logging import get_logger
+from trader.telemetry.event_queues import EventQueues
 from trader.telemetry.events import Event, offline_will
 
 PUBLISH_TIMEOUT_S = 10.0
@@ -42,16 +43,15 @@ class MqttLink:
         instance: str,
         *,
         on_connected: Callable[[bool], None] = lambda up: None,
-        on_dropped: Callable[[int], None] = lambda n: None,
+        on_dropped: Callable[[str, int], None] = lambda queue, n: None,
         on_command: Callable[[bytes], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.settings = settings
         self.instance = instance
         self.base = base_topic(settings, instance)
         self._on_connected = on_connected
-        self._on_dropped = on_dropped
         self._on_command = on_command if settings.commands_enabled else None
-        self._pending: deque[Event] = deque()
+        self._pending = EventQueues(settings.queue_size, on_dropped)
         self._wakeup = asyncio.Event()
         self._status: Event | None = None
         self._status_dirty = asyncio.Event()
@@ -73,12 +73,13 @@ class MqttLink:
     # --- the tick's side: never waits -------------------------------------------------------
 
     def publish(self, event: Event) -> None:
-        if len(self._pending) >= self.settings.queue_size:
-            self._pending.popleft()
-            self._on_dropped(1)
-        self._pending.append(event)
+        self._pending.put(event)
         self._drained.clear()
         self._wakeup.set()
+
+    def queued(self) -> list[Event]:
+        """The events waiting to be sent, oldest first."""
+        return list(self._pending)
 
     def set_status(self, event: Event) -> None:
         """The retained status: published now if connected, and again on every reconnect."""
@@ -170,16 +171,15 @@ class MqttLink:
                 self._status_dirty.clear()
                 await self._put(client, self._status)
                 continue
-            if not self._pending:
+            event = self._pending.oldest()
+            if event is None:
                 self._wakeup.clear()
                 self._drained.set()
                 await self._wakeup.wait()
                 continue
-            event = self._pending[0]
             await self._put(client, event)
             # Taken off only once the broker has it: a disconnect mid-send keeps it queued.
-            if self._pending and self._pending[0] is event:
-                self._pending.popleft()
+            self._pending.remove(event)
 
     async def _put(self, client: aiomqtt.Client, event: Event) -> None:
         await client.publish(
@@ -206,9 +206,6 @@ class MqttLink:
             with suppress(TimeoutError):
                 async with asyncio.timeout(deadline_s):
                     await self._drained.wait()
-        dropped = len(self._pending)
-        if dropped:
-            self._on_dropped(dropped)
-            self._pending.clear()
+        self._pending.drop_all()
         for task in list(self._commands):
             task.cancel()

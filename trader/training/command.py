@@ -12,11 +12,19 @@ import os
 import sys
 
 from trader.config.schema import Settings
-from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE, EX_USAGE
+from trader.exit_codes import (
+    EX_CANTCREAT,
+    EX_CONFIG,
+    EX_DATAERR,
+    EX_TEMPFAIL,
+    EX_UNAVAILABLE,
+    EX_USAGE,
+)
 from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable
 from trader.market.files.options import ReplayDataError
 from trader.market.replay import RecordingsRequestError
-from trader.training.checkpoint import CheckpointFailed
+from trader.private_files import UnsafePath
+from trader.training.checkpoint import CheckpointFailed, CheckpointRefused
 from trader.training.device import TrainingDeviceRefused, decide
 from trader.training.distributed import World, join, leave, world_from
 from trader.training.lora import LoraUnavailable, qlora_refusal
@@ -32,7 +40,8 @@ class SettingsRefused(Exception):
 
 
 # What each refusal exits with: the data (65), the device or weights (69), the settings (78),
-# the command line's choice of folder (64), a full disk while checkpointing (75).
+# the command line's choice of folder (64), a full disk while checkpointing (75), a link
+# planted where a file goes (73), a checkpoint holding more than tensors and values (65).
 _EXITS: tuple[tuple[type[Exception], int], ...] = (
     (ReplayDataError, EX_DATAERR),
     (RecordingsRequestError, EX_DATAERR),
@@ -44,6 +53,8 @@ _EXITS: tuple[tuple[type[Exception], int], ...] = (
     (OutputRefused, EX_USAGE),
     (CheckpointFailed, EX_TEMPFAIL),
     (SettingsRefused, EX_CONFIG),
+    (UnsafePath, EX_CANTCREAT),
+    (CheckpointRefused, EX_DATAERR),
 )
 
 

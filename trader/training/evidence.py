@@ -16,6 +16,7 @@ from trader.config.forecast_settings import ForecastSettings
 from trader.doctor.devices import DeviceFindings, device_text
 from trader.doctor.environment import environment_text
 from trader.forecast.nvidia import run_nvidia_smi
+from trader.private_files import append_private, owned_folder, write_file
 
 DESCRIPTIONS = {
     "training_log.txt": "the device line and the split, then a line per logging step (step, "
@@ -34,8 +35,7 @@ DESCRIPTIONS = {
 
 class Evidence:
     def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.folder = folder
+        self.folder = owned_folder(folder, "the evidence folder")
         self._gpu_snapshot: threading.Thread | None = None
 
     def start(
@@ -45,19 +45,17 @@ class Evidence:
         config: dict[str, Any],
         lines: Sequence[str],
     ) -> None:
-        (self.folder / "env_info.txt").write_text(environment_text(forecast))
-        (self.folder / "torch_cuda_check.txt").write_text(device_text(findings))
-        (self.folder / "config.json").write_text(json.dumps(config, indent=2, default=str) + "\n")
+        write_file(self.folder / "env_info.txt", environment_text(forecast))
+        write_file(self.folder / "torch_cuda_check.txt", device_text(findings))
+        write_file(self.folder / "config.json", json.dumps(config, indent=2, default=str) + "\n")
         for line in lines:
             self.line(line)
 
     def line(self, text: str) -> None:
-        with (self.folder / "training_log.txt").open("a") as log:
-            log.write(text + "\n")
+        append_private(self.folder / "training_log.txt", text + "\n")
 
     def record(self, record: dict[str, Any]) -> None:
-        with (self.folder / "metrics.jsonl").open("a") as metrics:
-            metrics.write(json.dumps(record) + "\n")
+        append_private(self.folder / "metrics.jsonl", json.dumps(record) + "\n")
 
     def snapshot_gpu(self) -> None:
         """`nvidia-smi` in the background, once, while the GPU is busy training."""
@@ -70,7 +68,7 @@ class Evidence:
                 return
             details = run_nvidia_smi("-q") or ""
             text = f"$ nvidia-smi (during training)\n{summary}\n$ nvidia-smi -q\n{details}"
-            (self.folder / "nvidia_smi.txt").write_text(text)
+            write_file(self.folder / "nvidia_smi.txt", text)
 
         self._gpu_snapshot = threading.Thread(target=take, name="nvidia-smi", daemon=True)
         self._gpu_snapshot.start()
@@ -87,7 +85,7 @@ class Evidence:
             self._gpu_snapshot.join()
         plot_losses(self.records(), self.folder / "loss.png")
         names = sorted({*self.files(), "README.md"})
-        (self.folder / "README.md").write_text(readme(names))
+        write_file(self.folder / "README.md", readme(names))
 
     def files(self) -> list[str]:
         return sorted(p.name for p in self.folder.iterdir() if p.is_file())
@@ -98,6 +96,8 @@ def plot_losses(records: Sequence[dict[str, Any]], path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from trader.backtest.plots import save_png  # noqa: PLC0415 - matplotlib
 
     train = [(r["step"], r["loss"]) for r in records if r.get("kind") == "train"]
     validation = [(r["step"], r["loss"]) for r in records if r.get("kind") == "validation"]
@@ -112,5 +112,5 @@ def plot_losses(records: Sequence[dict[str, Any]], path: Path) -> None:
     axes.grid(alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    save_png(figure, path, dpi=100)
     plt.close(figure)

@@ -8,7 +8,8 @@
     DIR/eval.json       base, fine-tuned and naive scored on the held-out test tail
 
 A folder that holds anything is refused unless --resume, and --resume is refused for a
-folder holding another run: nothing of an earlier run is overwritten by accident.
+folder holding another run: nothing of an earlier run is overwritten by accident. Every folder
+is 0700 and every file 0600 (`trader.private_files`): a run's weights and figures are its owner's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trader.private_files import write_file
 from trader.training.checkpoint import LAST
 
 # Settings that may differ when a run resumes: they change how long it runs and what it
@@ -88,8 +90,7 @@ class RunFolder:
         return self.last.exists()
 
     def write_identity(self, identity: dict[str, Any]) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.identity_file.write_text(json.dumps(identity, indent=2) + "\n")
+        write_file(self.identity_file, json.dumps(identity, indent=2) + "\n", what="--out")
 
 
 def _differences(held: dict[str, Any], wanted: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trader.config.finetune_settings import FinetuneSettings
+from trader.private_files import write_file
 from trader.training import checkpoint
 from trader.training.distributed import barrier, wrap
 from trader.training.evaluation import Evaluation, evaluate
@@ -92,7 +93,7 @@ def _judge(s: Session, p: Prepared) -> Evaluation:
         p.base, s.folder.weights, p.series, p.plan.test_refs(s.settings.finetune),
         s.settings.finetune, s.settings.forecast, s.device.choice,
     )  # fmt: skip
-    s.folder.eval_file.write_text(json.dumps(evaluation.as_dict(), indent=2) + "\n")
+    write_file(s.folder.eval_file, json.dumps(evaluation.as_dict(), indent=2) + "\n", what="--out")
     return evaluation
 
 

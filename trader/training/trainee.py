@@ -7,7 +7,6 @@ published format."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from trader.forecast.toto.config import TotoConfig
 from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Rotary
 from trader.forecast.weights import load_checkpoint
+from trader.private_files import write_file
 from trader.training.base import Base
 from trader.training.data import Series
 from trader.training.kronos_objective import KronosBatches, KronosTraining, QuantizerWeights
@@ -161,6 +161,5 @@ def _export(
 
 
 def _copy(source: Path, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
     for name in ("config.json", "model.safetensors"):
-        shutil.copyfile(source / name, directory / name)
+        write_file(directory / name, (source / name).read_bytes(), what="the weights folder")

@@ -53,6 +53,8 @@ REQUIRED_ALERTS = {
     "TraderCalendarEndsSoon",
     "TraderCalendarFallback",
     "TraderInferenceSlowerThanUsual",
+    # A ledger whose disk refuses writes (issue 42).
+    "TraderLedgerWriteFailing",
 }
 # Rules that need no replay guard: they read no series of a running daemon.
 NO_DAEMON_SERIES = {"TraderScrapeTargetMissing"}

@@ -53,7 +53,7 @@ REQUIRED = {
     "trader_data_skips_total": {"reason"},
     "trader_exchange_errors_total": {"kind"},
     "trader_mqtt_connected": set(),
-    "trader_mqtt_dropped_total": set(),
+    "trader_mqtt_dropped_total": {"queue"},
     "trader_last_tick_timestamp_seconds": set(),
     "trader_last_ok_tick_timestamp_seconds": set(),
     "trader_clock_simulated": set(),

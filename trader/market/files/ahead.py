@@ -1,5 +1,7 @@
 """Rows dated after now: a bar that has not started cannot have been recorded. One such row
-would otherwise stretch the replay into the future with thousands of "missing" bars."""
+would otherwise stretch the replay into the future with thousands of "missing" bars. Rows dated
+before the year 1000 are no recording either (a damaged date or epoch number), and times
+that far out are beyond what the program's clocks can hold."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ Ints = npt.NDArray[np.int64]
 # Naive times were read as UTC but may be any zone's wall clock: the furthest ahead of UTC
 # (Kiribati, UTC+14) must not make a fresh download's last bar look like the future.
 _WIDEST_OFFSET_MS = 14 * 3_600_000
+# 1000-01-01 00:00 UTC: far from datetime's first day, so a replay's context before the
+# first bar can still be counted back from it.
+_EARLIEST_MS = -30_610_224_000_000
 
 
 def refuse_rows_ahead(
@@ -27,9 +32,20 @@ def refuse_rows_ahead(
     in the file, when `ms` holds only some of its rows."""
     if not len(ms):
         return
+    early = np.flatnonzero(ms < _EARLIEST_MS)
+    if len(early):
+        first = int(early[0])
+        row = (first if file_rows is None else int(file_rows[first])) + 1
+        raise ReplayDataError(
+            f"{path}: data row {row} is dated {when(int(ms[first]))}, before the year 1000: "
+            "not a recorded time; correct or remove it"
+        )
     now = options.now or datetime.now(UTC)
     now_ms = int(now.timestamp() * 1000)
-    late_bound = now_ms + _bar_ms(ms) + (_WIDEST_OFFSET_MS if naive else 0)
+    # At most the largest int64: a file of wild times has a wild median step.
+    late_bound = min(
+        now_ms + _bar_ms(ms) + (_WIDEST_OFFSET_MS if naive else 0), int(np.iinfo(np.int64).max)
+    )
     late = np.flatnonzero(ms > late_bound)
     if not len(late):
         return

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from trader.market.files.options import ReadOptions, ReplayDataError
-from trader.market.files.report import listed
+from trader.market.files.report import listed, shown
 
 TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time", "open_time")
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
@@ -57,11 +57,22 @@ def time_columns(names: list[str], options: ReadOptions, path: Path) -> tuple[li
     )
 
 
-def time_values(table: pa.Table, names: list[str]) -> pa.Array:
+def column(table: pa.Table, name: str, path: Path) -> pa.ChunkedArray:
+    """The column `name`; ReplayDataError where two columns have that name (pyarrow finds a
+    column by name only where the name is unique, and which of them holds the data is a guess)."""
+    count = table.column_names.count(name)
+    if count > 1:
+        raise ReplayDataError(
+            f"{path}: {count} columns are named {shown(name)}; rename or remove all but one"
+        )
+    return table.column(name)
+
+
+def time_values(table: pa.Table, names: list[str], path: Path) -> pa.Array:
     """The times as one array: a date and a time of day in two columns joined by a space."""
     if len(names) == 1:
-        return table.column(names[0]).combine_chunks()
-    parts = [pc.cast(table.column(name), pa.string()) for name in names]
+        return column(table, names[0], path).combine_chunks()
+    parts = [pc.cast(column(table, name, path), pa.string()) for name in names]
     return pc.binary_join_element_wise(*parts, " ").combine_chunks()
 
 
@@ -110,7 +121,7 @@ def value_columns(table: pa.Table, time_names: list[str], path: Path) -> ValueCo
 
 def _numbers(table: pa.Table, name: str, path: Path) -> pa.Array:
     try:
-        return pc.cast(table.column(name), pa.float64()).combine_chunks()
+        return pc.cast(column(table, name, path), pa.float64()).combine_chunks()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
         raise ReplayDataError(
             f"{path}: column {name} does not hold numbers ({str(error).splitlines()[0]})"

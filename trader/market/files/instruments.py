@@ -13,6 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from trader.market.files.columns import column as named_column
 from trader.market.files.options import ReplayDataError
 from trader.market.files.report import Picked, shown
 from trader.market.files.zones import Times
@@ -89,7 +90,7 @@ def pick_instrument(
                 f"({', '.join(INSTRUMENT_COLUMNS)}); leave out --ticker"
             )
         return None, None
-    values = _names(table.column(column))
+    values = _names(named_column(table, column, path))
     counts = _counts(values)
     if wanted is None:
         if len(counts) == 1:

@@ -45,7 +45,9 @@ def read_bar_file(
     with arrow_errors(path, "cannot be read as bars", "check its columns and values"):
         names = [str(name) for name in table.column_names]
         time_names, found = time_columns(names, options, path)
-        times = read_times(time_values(table, time_names), " + ".join(time_names), options, path)
+        times = read_times(
+            time_values(table, time_names, path), " + ".join(time_names), options, path
+        )
         one = select_instrument(table, times, wanted, path)
         table, times = one.table, one.times
         refuse_rows_ahead(times.ms, times.zone == NAIVE_AS_UTC, options, path, one.file_rows)

@@ -140,8 +140,11 @@ class FileReport:
 
 
 def shown(name: str) -> str:
-    """A column name as messages show it: pandas' unnamed index is "(unnamed)"."""
-    return name if name.strip() else "(unnamed)"
+    """A column name as messages show it: pandas' unnamed index is "(unnamed)", and a name
+    with line breaks or other unprintable characters is quoted so the refusal stays one line."""
+    if not name.strip():
+        return "(unnamed)"
+    return name if name.isprintable() else repr(name)
 
 
 def listed(names: Sequence[str]) -> str:
@@ -149,4 +152,7 @@ def listed(names: Sequence[str]) -> str:
 
 
 def when(ms: int) -> str:
-    return from_epoch_ms(ms).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        return from_epoch_ms(ms).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except OverflowError:  # a damaged time, beyond the years 1 to 9999: said as written
+        return f"{ms} ms after 1970-01-01 UTC"

@@ -26,6 +26,14 @@ _MAGIC = {
     b"\xd0\xcf\x11\xe0": "an old Office file (an Excel workbook? export it as CSV)",
 }
 _HEAD_BYTES = 64 * 1024
+# Byte-order marks of the wide encodings, UTF-32 first (its little-endian mark starts with
+# UTF-16's).
+_WIDE_TEXT = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
 # pyarrow's missing-value spellings less its NaNs: a NaN in the file stays NaN in the row.
 _MISSING = ("", "#N/A", "#N/A N/A", "#NA", "N/A", "NA", "NULL", "n/a", "null")
 # Naive ISO times become timestamps as the CSV is parsed; times with offsets stay text, for
@@ -82,10 +90,18 @@ def _csv_header(path: Path, compression: str) -> str:
         pa.input_stream(str(path), compression=compression) as stream,
     ):
         head: bytes = stream.read(_HEAD_BYTES)
+    # Text in a wide Unicode encoding is full of NULs: named by its byte-order mark, not
+    # called binary (spreadsheets save "Unicode text" as UTF-16).
+    wide = next((name for mark, name in _WIDE_TEXT.items() if head.startswith(mark)), None)
+    if wide is not None:
+        raise ReplayDataError(f"{path}: is {wide} text; save it as UTF-8")
     codes = np.frombuffer(head, np.uint8)
     controls = int(np.count_nonzero((codes < 9) | ((codes > 13) & (codes < 32))))
     if b"\x00" in head or controls > len(head) // 10:
-        raise ReplayDataError(f"{path}: is binary, not a CSV or Parquet file of bars")
+        raise ReplayDataError(
+            f"{path}: is binary (or text in UTF-16 without its byte-order mark), not a CSV or "
+            "Parquet file of bars"
+        )
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if not text.strip():
         raise ReplayDataError(f"{path}: is empty (no header row); it needs a header row and bars")
