@@ -37,7 +37,7 @@ TORCH_BUNDLED := cuda-bindings cuda-pathfinder cuda-toolkit nvidia-cublas nvidia
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: run test demo lint security typecheck unit venv lock clean
+.PHONY: run test demo lint security typecheck unit venv lock clean image image-test
 
 run: $(RUNTIME)
 	$(BIN)/trader run
@@ -52,6 +52,23 @@ demo: $(RUNTIME)
 PYTEST_WORKERS ?= auto
 test: $(DEV) lint security typecheck
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope
+
+# The image (deploy/docker/build-image.sh, deploy/README.md): docker or podman, whichever is
+# there (IMAGE_ENGINE=docker|podman); TORCH=cpu for torch's CPU build (trader:cpu), else PyPI's
+# CUDA build checked for sm_120 (trader:latest); BASE=local where no registry answers (a Debian
+# 12 base made here), BASE=auto to decide; IMAGE=name:tag; TARGET=compile for torch.compile.
+TORCH ?= gpu
+BASE ?= registry
+image:
+	TORCH='$(TORCH)' BASE='$(BASE)' IMAGE='$(IMAGE)' IMAGE_ENGINE='$(IMAGE_ENGINE)' \
+		TARGET='$(TARGET)' deploy/docker/build-image.sh
+
+# The CPU image (on the local base where no registry answers), then the container tests:
+# the image's contents, the daemon in it, the systemd unit. They reuse an image of the same
+# build inputs (tests/container/conftest.py).
+image-test: $(DEV)
+	$(MAKE) image TORCH=cpu BASE=auto
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope tests/container
 
 lint: $(DEV)
 	$(BIN)/ruff check .

@@ -46,14 +46,17 @@ def tool(name: str) -> str:
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    # promtool's seven test files take ~45 s on two idle cores, far longer beside a CI run's
+    # image build: the limit only catches a hang.
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
 # --- Dockerfile and compose ----------------------------------------------------------------
 
 
-def test_dockerfile_passes_hadolint():
-    result = run(tool("hadolint"), "--failure-threshold", "style", str(ROOT / "Dockerfile"))
+@pytest.mark.parametrize("path", ["Dockerfile", "deploy/systemd/Containerfile"])
+def test_dockerfile_passes_hadolint(path):
+    result = run(tool("hadolint"), "--failure-threshold", "style", str(ROOT / path))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -202,7 +205,10 @@ def test_the_alert_unit_tests_fail_when_a_threshold_moves(tmp_path):
         (rules / path.name).write_text(moved)
     tests = tmp_path / "tests"
     shutil.copytree(DEPLOY / "prometheus" / "tests", tests)
-    result = run(tool("promtool"), "test", "rules", *map(str, sorted(tests.glob("*.yml"))))
+    # Only the files that test the two alerts: the others would pass, and cost a minute.
+    named = [p for p in sorted(tests.glob("*.yml")) if "NearLimit" in p.read_text()]
+    assert named
+    result = run(tool("promtool"), "test", "rules", *map(str, named))
     assert result.returncode != 0
     assert "TraderDrawdownNearLimit" in result.stdout + result.stderr
     assert "TraderDailyLossNearLimit" in result.stdout + result.stderr
