@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 @dataclass
 class Cli:
     cwd: Path
+    started: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def run(
         self, *args: str, env: dict[str, str] | None = None
@@ -50,7 +52,15 @@ class Cli:
             stderr=subprocess.PIPE,
             text=True,
         )
+        self.started.append(process)
         return Daemon(process)
+
+    def stop_all(self) -> None:
+        """Kill what a failed test left running: a daemon never stops by itself."""
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
 
 
 @dataclass
@@ -70,7 +80,8 @@ class Daemon:
             self._queue.put(line)
         self._queue.put(None)
 
-    def wait_for(self, event: str, timeout: float = 30.0) -> dict:
+    # A ceiling, not a speed check: start-up on a CI machine building an image beside it.
+    def wait_for(self, event: str, timeout: float = 90.0) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -93,5 +104,7 @@ class Daemon:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path) -> Iterator[Cli]:
+    made = Cli(tmp_path)
+    yield made
+    made.stop_all()
