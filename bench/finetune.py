@@ -1,5 +1,6 @@
 """Our fine-tuning steps against the reference implementations' own forward + backward, side by
-side in one run, on the same batch and the same random weights. Prints JSON.
+side in one run, on the same batch and the same random weights. Prints JSON lines: the setup,
+one per model (a case: `--case toto`) the moment it ends, a summary (bench/harness.py).
 
 - Toto, the Toto-Open-Base-1.0 configuration (151M parameters, weights written by toto-ts's
   classes in Datadog's format): our step (`TotoTraining`: the causal scaler, `prefill` over every
@@ -13,13 +14,14 @@ side in one run, on the same batch and the same random weights. Prints JSON.
 Per model and implementation, in a fresh worker process: the median step time over `--repeats`
 steps after `--warmup`, windows/s, and peak memory (CUDA: `max_memory_allocated`; CPU: the
 peak RSS while training, weights and imports included, beside the RSS once loaded). Both train
-the same way: the reference in eval mode (no dropout: ours has none), bfloat16 autocast on GPUs
+the same way: train mode, the config's dropout, seeded alike (same masks), bfloat16 autocast on GPUs
 with native bfloat16, float32 elsewhere. `first_loss` is each side's loss on the first batch:
 for Toto they must agree; for Kronos the s1 cross-entropy agrees and the s2 one differs by
 design (ours conditions the s2 head as generation does, causal and unrotated; the reference's
 training path rotates it), by a few parts in ten thousand on random weights.
 
     .venv/bin/python bench/finetune.py [--device cpu|cuda] [--batch N] [--repeats N] [--quick]
+        [--case toto|kronos]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)  # this file's name would hide nothing, but keep the benches alike
 
-from bench.harness import peak_rss_mb, reset_peak_rss, rss_mb, run_worker  # noqa: E402
+from bench.harness import (  # noqa: E402
+    add_case_option,
+    environment,
+    peak_rss_mb,
+    reset_peak_rss,
+    rss_mb,
+    run_cases,
+    run_worker,
+)
 from tests.integration import kronos_reference, toto_reference  # noqa: E402
 from tests.recorded import SOLUSDT_1H  # noqa: E402
 from trader.config.market_settings import MarketSettings  # noqa: E402
@@ -78,7 +89,8 @@ def toto_step(args: argparse.Namespace, device: torch.device) -> tuple[Any, Any]
         return objective, lambda: objective(batch)
     from toto.model.losses import CombinedLoss  # noqa: PLC0415 - the reference
 
-    reference = toto_reference.load_reference(args.checkpoint).model.to(device).requires_grad_()
+    reference = toto_reference.load_reference(args.checkpoint).model.to(device).train()
+    reference.requires_grad_()
     loss_fn = CombinedLoss()
 
     def step() -> torch.Tensor:
@@ -109,7 +121,7 @@ def kronos_step(args: argparse.Namespace, device: torch.device) -> tuple[Any, An
         ).to(device)  # fmt: skip
         return objective, lambda: objective(x, stamp)
     ref = kronos_reference.reference()
-    model = ref.Kronos.from_pretrained(args.checkpoint / "predictor").to(device).eval()
+    model = ref.Kronos.from_pretrained(args.checkpoint / "predictor").to(device).train()
     tokenizer = ref.KronosTokenizer.from_pretrained(args.checkpoint / "tokenizer").to(device)
     tokenizer.eval().requires_grad_(False)
 
@@ -133,6 +145,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     params = [p for p in module.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=1e-5)
     loaded = rss_mb()
+    torch.manual_seed(0)  # the dropout masks: drawn alike by both sides from here
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     else:
@@ -167,6 +180,45 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def write(args: argparse.Namespace, folder: Path) -> None:
+    """The random checkpoints both sides load: folder/toto, folder/kronos/{predictor,tokenizer}."""
+    toto_reference.write_checkpoint(
+        folder / "toto", toto_reference.SMALL if args.quick else toto_reference.PUBLISHED, seed=0
+    )
+    kronos = kronos_reference.write_random(
+        folder, kronos_reference.MINI if args.quick else kronos_reference.SMALL
+    )
+    pair = folder / "kronos"
+    pair.mkdir()
+    kronos.model.rename(pair / "predictor")
+    kronos.tokenizer.rename(pair / "tokenizer")
+
+
+def side_by_side(args: argparse.Namespace, model: str, checkpoint: Path) -> dict[str, Any]:
+    """One model's training step, ours and the reference's, each in a fresh worker."""
+    results = {}
+    for implementation in ("ours", "reference"):
+        results[implementation] = run_worker(
+            __file__, "--worker", implementation, model=model, checkpoint=checkpoint,
+            device=args.device, data=args.data, batch=args.batch,
+            context=args.context, horizon=args.horizon, repeats=args.repeats,
+            warmup=args.warmup, quick=args.quick,
+        )  # fmt: skip
+    ours, theirs = results["ours"], results["reference"]
+    return {
+        **results,
+        "speedup": round(theirs["ms_median"] / ours["ms_median"], 3),
+        "memory_ratio": round(ours["peak_memory_mb"] / theirs["peak_memory_mb"], 3),
+        "first_loss_relative_difference": abs(ours["first_loss"] - theirs["first_loss"])
+        / abs(theirs["first_loss"]),
+    }
+
+
+def speedups(done: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A summary: each finished model's speedup (reference step time over ours)."""
+    return {f"{model}_speedup": figures["speedup"] for model, figures in done.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -180,6 +232,7 @@ def main() -> int:
     parser.add_argument("--worker", dest="implementation", choices=["ours", "reference"])
     parser.add_argument("--model", choices=["toto", "kronos"])
     parser.add_argument("--checkpoint", type=Path)
+    add_case_option(parser)
     args = parser.parse_args()
     gpu = args.device.startswith("cuda")
     args.batch = args.batch or (32 if gpu else 4)
@@ -189,10 +242,7 @@ def main() -> int:
     if args.implementation:
         sys.stdout.write("\n" + json.dumps(worker(args)) + "\n")
         return 0
-    report: dict[str, Any] = {
-        "device": args.device,
-        "device_name": torch.cuda.get_device_name(args.device) if gpu else "cpu",
-        "torch": torch.__version__,
+    setup = environment(args.device) | {
         "batch": args.batch,
         "context": args.context,
         "horizon_kronos": args.horizon,
@@ -206,37 +256,10 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
-        toto = folder / "toto"
-        toto_reference.write_checkpoint(
-            toto, toto_reference.SMALL if args.quick else toto_reference.PUBLISHED, seed=0
-        )
-        kronos = kronos_reference.write_random(
-            folder, kronos_reference.MINI if args.quick else kronos_reference.SMALL
-        )
-        pair = folder / "kronos"
-        pair.mkdir()
-        kronos.model.rename(pair / "predictor")
-        kronos.tokenizer.rename(pair / "tokenizer")
-        for model, checkpoint in (("toto", toto), ("kronos", pair)):
-            results = {}
-            for implementation in ("ours", "reference"):
-                results[implementation] = run_worker(
-                    __file__, "--worker", implementation, model=model, checkpoint=checkpoint,
-                    device=args.device, data=args.data, batch=args.batch,
-                    context=args.context, horizon=args.horizon, repeats=args.repeats,
-                    warmup=args.warmup, quick=args.quick,
-                )  # fmt: skip
-            ours, theirs = results["ours"], results["reference"]
-            report[model] = {
-                **results,
-                "speedup": round(theirs["ms_median"] / ours["ms_median"], 3),
-                "memory_ratio": round(ours["peak_memory_mb"] / theirs["peak_memory_mb"], 3),
-                "first_loss_relative_difference": abs(ours["first_loss"] - theirs["first_loss"])
-                / abs(theirs["first_loss"]),
-            }
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+        cases = {"toto": folder / "toto", "kronos": folder / "kronos"}
+        named = {model: partial(side_by_side, args, model, path) for model, path in cases.items()}
+        prepare = partial(write, args, folder)
+        return run_cases("finetune", setup, named, args.case, speedups, prepare)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,11 @@
 #   nvidia-smi.txt, doctor/ (`trader doctor --device cuda --evidence`),
 #   finetune-toto/ and finetune-kronos/ (a 60-step `trader finetune --device cuda` each from
 #   --base random:small, Kronos with --lora), finetune-qlora/ (only where bitsandbytes loads),
-#   bench_finetune.json (bench/finetune.py on cuda: published configurations, ours against
-#   the reference packages), and gpu_check.log (everything printed).
+#   bench_finetune.jsonl (bench/finetune.py on cuda: published configurations, ours against
+#   the reference packages; JSON lines, the setup with device, driver, torch and CUDA, a line
+#   per model the moment it ends, a summary; $BENCH_SECONDS, default 600, cuts it short and
+#   keeps the finished lines), steps.jsonl (a line per step as it ends: its exit status and
+#   seconds), and gpu_check.log (everything printed).
 # A few minutes on one GPU. $STEPS picks steps (default: "doctor toto kronos qlora bench").
 # Exit status: the first failure's.
 set -uo pipefail
@@ -24,14 +27,24 @@ wanted() { [[ $STEPS == *" $1 "* ]]; }
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
 status=0
-step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
-run() { "$@"; local rc=$?; [ $rc -eq 0 ] || { echo "FAILED ($rc): $*"; [ $status -ne 0 ] || status=$rc; }; return $rc; }
+current=setup
+step() { current=$1; shift; echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+# Each command's outcome, one JSON line in steps.jsonl the moment it ends.
+run() {
+    local began=$SECONDS
+    "$@"
+    local rc=$?
+    printf '{"step": "%s", "exit": %d, "seconds": %d}\n' "$current" $rc $((SECONDS - began)) \
+        >> "$OUT/steps.jsonl"
+    [ $rc -eq 0 ] || { echo "FAILED ($rc): $*"; [ $status -ne 0 ] || status=$rc; }
+    return $rc
+}
 
-step "python and torch"
+step setup "python and torch"
 $PY -c 'import sys, torch; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
 command -v nvidia-smi >/dev/null && nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 && cat "$OUT/nvidia-smi.txt"
 
-step "install what is missing (no index, no dependencies)"
+step install "install what is missing (no index, no dependencies)"
 # module to import : wheel of the distribution that provides it
 needed=(
     pydantic:pydantic pydantic_core:pydantic_core annotated_types:annotated_types
@@ -90,32 +103,33 @@ finetune() {
 }
 
 if wanted doctor; then
-    step "trader doctor --device $DEVICE"
+    step doctor "trader doctor --device $DEVICE"
     run $PY -m trader doctor --device "$DEVICE" --evidence "$OUT/doctor" --size small --model toto
 fi
 if wanted toto; then
-    step "trader finetune --model toto --device $DEVICE"
+    step toto "trader finetune --model toto --device $DEVICE"
     finetune toto --model toto
 fi
 if wanted kronos; then
-    step "trader finetune --model kronos --lora --device $DEVICE"
+    step kronos "trader finetune --model kronos --lora --device $DEVICE"
     finetune kronos --model kronos --lora
 fi
 if wanted qlora; then
     if $PY -c "import bitsandbytes" 2>/dev/null; then
-        step "trader finetune --model toto --qlora --device $DEVICE"
+        step qlora "trader finetune --model toto --qlora --device $DEVICE"
         finetune qlora --model toto --qlora
-        step "trader finetune --model kronos --qlora --device $DEVICE"
+        step qlora-kronos "trader finetune --model kronos --qlora --device $DEVICE"
         finetune qlora-kronos --model kronos --qlora
     else
         echo "bitsandbytes is not installed: no QLoRA run"
     fi
 fi
 if wanted bench; then
-    step "bench/finetune.py --device $DEVICE"
-    run $PY bench/finetune.py --device "$DEVICE" ${BENCH_ARGS:-} > "$OUT/bench_finetune.json" \
-        && cat "$OUT/bench_finetune.json"
+    step bench "bench/finetune.py --device $DEVICE"
+    run timeout "${BENCH_SECONDS:-600}" $PY bench/finetune.py --device "$DEVICE" ${BENCH_ARGS:-} \
+        > "$OUT/bench_finetune.jsonl"
+    cat "$OUT/bench_finetune.jsonl"
 fi
 
-step "done: exit $status"
+step done "done: exit $status"
 exit $status

@@ -1,4 +1,5 @@
-"""Our Kronos against the reference predictor (PyPI kronos-model-arch), side by side. Prints JSON.
+"""Our Kronos against the reference predictor (PyPI kronos-model-arch), side by side. Prints JSON
+lines: the setup, one per case the moment it ends, a summary (bench/harness.py `run_cases`).
 
 Both load the same random weights in the published Kronos-small + Tokenizer-base configuration
 (written by the reference classes themselves) and forecast from the first `--context` bars of
@@ -17,7 +18,8 @@ XSHG_600977_5min.csv, `--horizon` bars ahead, on this machine's CPU:
   and whether they agree to the published tolerance (1e-5);
 - batching (ours): 8 symbols in one call against 8 calls of one symbol.
 
-    .venv/bin/python bench/kronos.py [--data DIR] [--repeats N] [--threads N] [--quick]
+    .venv/bin/python bench/kronos.py [--data DIR|FILE] [--repeats N] [--threads N] [--quick]
+        [--case NAME]...
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,17 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import SHARED_DATA, peak_rss_mb, reset_peak_rss, rss_mb  # noqa: E402
+from bench.harness import (  # noqa: E402
+    SHARED_DATA,
+    add_case_option,
+    environment,
+    peak_rss_mb,
+    reset_peak_rss,
+    rss_mb,
+    run_cases,
+    run_worker,
+    speedup_min,
+)
 from tests.integration.kronos_reference import (  # noqa: E402
     SMALL,
     Checkpoints,
@@ -78,7 +91,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     """One implementation, one case, in this (fresh) process."""
     torch.set_num_threads(args.threads)
     checkpoints = Checkpoints(args.checkpoints / "Kronos-small", args.checkpoints / "tokenizer")
-    frame = read_bars(args.data / DATA)
+    frame = read_bars(recording(args.data))
     sampling = GREEDY if args.greedy else SAMPLED
     windows = [frame.iloc[i * 250 : i * 250 + args.context] for i in range(args.symbols)]
     if args.implementation == "reference":
@@ -132,19 +145,54 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def case(args: argparse.Namespace, checkpoints: Path, implementation: str, **kw: Any) -> Any:
+    """One implementation and case in a fresh worker: its figures."""
     options = {"samples": 1, "symbols": 1, "repeats": args.repeats, "warmup": args.warmup} | kw
-    command = [
-        sys.executable, __file__, "--worker", implementation, "--checkpoints", str(checkpoints),
-        "--data", str(args.data), "--context", str(args.context), "--horizon", str(args.horizon),
-        "--threads", str(args.threads),
-    ] + [f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not True] + [
-        f"--{k.replace('_', '-')}" for k, v in options.items() if v is True
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise SystemExit(f"{implementation} worker failed:\n{done.stderr}")
-    # The reference prints progress to stdout: the report is the last line.
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_worker(
+        __file__, "--worker", implementation, checkpoints=checkpoints, data=args.data,
+        context=args.context, horizon=args.horizon, threads=args.threads, **options,
+    )  # fmt: skip
+
+
+def greedy(args: argparse.Namespace, checkpoints: Path) -> dict[str, Any]:
+    """Both implementations decode greedily: how far apart their bars are."""
+    ours = case(args, checkpoints, "ours", greedy=True, repeats=1, warmup=0)
+    theirs = case(args, checkpoints, "reference", greedy=True, repeats=1, warmup=0)
+    difference = np.abs(np.subtract(ours["bars"], theirs["bars"])) / np.abs(theirs["bars"])
+    return {
+        "max_relative_difference": float(difference.max()),
+        "identical": bool(difference.max() <= RTOL),
+    }
+
+
+def sampled(args: argparse.Namespace, checkpoints: Path, count: int) -> dict[str, Any]:
+    """Both implementations sampling `count` paths of one symbol: latency and memory."""
+    ours = case(args, checkpoints, "ours", samples=count)
+    theirs = case(args, checkpoints, "reference", samples=count)
+    figures: dict[str, Any] = {}
+    for figure in ("ms_median", "ms_min"):
+        figures[f"ours_{figure}"] = round(ours[figure], 1)
+        figures[f"reference_{figure}"] = round(theirs[figure], 1)
+    figures["speedup"] = round(theirs["ms_median"] / ours["ms_median"], 2)
+    for name, result in (("ours", ours), ("reference", theirs)):
+        for figure in ("peak_rss_mb", "loaded_rss_mb", "forecast_peak_rss_mb"):
+            figures[f"{name}_{figure}"] = round(result[figure], 1)
+    return figures
+
+
+def batching(args: argparse.Namespace, checkpoints: Path, count: int, batch: int) -> dict[str, Any]:
+    """Ours: `batch` symbols in one call against one call per symbol."""
+    together = case(args, checkpoints, "ours", samples=count, symbols=batch)
+    apart = case(args, checkpoints, "ours", samples=count, symbols=batch, one_by_one=True)
+    return {
+        "ms_median": round(together["ms_median"], 1),
+        "one_by_one_ms_median": round(apart["ms_median"], 1),
+        "cost_ratio": round(together["ms_median"] / apart["ms_median"], 3),
+    }
+
+
+def recording(data: Path) -> Path:
+    """--data: a directory holding the 5-minute file, or a file of bars (tests pass an excerpt)."""
+    return data if data.is_file() else data / DATA
 
 
 def main() -> int:
@@ -156,6 +204,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--context", type=int, default=400)
     parser.add_argument("--horizon", type=int, default=24)
+    add_case_option(parser)
     # Worker options (one implementation and case per process).
     parser.add_argument("--worker", dest="implementation", choices=["ours", "reference"])
     parser.add_argument("--checkpoints", type=Path)
@@ -164,8 +213,8 @@ def main() -> int:
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--one-by-one", action="store_true")
     args = parser.parse_args()
-    if not (args.data / DATA).is_file():
-        sys.stderr.write(f"no {args.data / DATA}: pass --data DIR\n")
+    if not recording(args.data).is_file():
+        sys.stderr.write(f"no {recording(args.data)}: pass --data DIR or FILE\n")
         return 2
     if args.implementation:
         sys.stdout.write("\n" + json.dumps(worker(args)) + "\n")
@@ -174,44 +223,27 @@ def main() -> int:
         args.context, args.horizon, args.repeats = 64, 4, 1
     samples = (1,) if args.quick else (1, 8)
     batch = 2 if args.quick else 8
-    report: dict[str, Any] = {
-        "device": "cpu",
-        "torch": torch.__version__,
+    setup = environment("cpu") | {
         "torch_threads": args.threads,
         "model": "Kronos-small + Kronos-Tokenizer-base configuration, random weights",
+        "data": str(recording(args.data)),
         "context": args.context,
         "horizon": args.horizon,
         "repeats": args.repeats,
     }
     with tempfile.TemporaryDirectory() as scratch:
         checkpoints = Path(scratch)
-        write_random(checkpoints, SMALL)
-        ours = case(args, checkpoints, "ours", greedy=True, repeats=1, warmup=0)
-        theirs = case(args, checkpoints, "reference", greedy=True, repeats=1, warmup=0)
-        difference = np.abs(np.subtract(ours["bars"], theirs["bars"])) / np.abs(theirs["bars"])
-        report["greedy_max_relative_difference"] = float(difference.max())
-        report["greedy_identical"] = bool(difference.max() <= RTOL)
+        named: dict[str, Callable[[], dict[str, Any]]] = {
+            "greedy": partial(greedy, args, checkpoints)
+        }
         for count in samples:
-            ours = case(args, checkpoints, "ours", samples=count)
-            theirs = case(args, checkpoints, "reference", samples=count)
-            prefix = f"samples_{count}_"
-            for figure in ("ms_median", "ms_min"):
-                report[f"{prefix}ours_{figure}"] = round(ours[figure], 1)
-                report[f"{prefix}reference_{figure}"] = round(theirs[figure], 1)
-            report[prefix + "speedup"] = round(theirs["ms_median"] / ours["ms_median"], 2)
-            for name, result in (("ours", ours), ("reference", theirs)):
-                for figure in ("peak_rss_mb", "loaded_rss_mb", "forecast_peak_rss_mb"):
-                    report[f"{prefix}{name}_{figure}"] = round(result[figure], 1)
+            named[f"samples_{count}"] = partial(sampled, args, checkpoints, count)
         for count in samples:
-            together = case(args, checkpoints, "ours", samples=count, symbols=batch)
-            apart = case(args, checkpoints, "ours", samples=count, symbols=batch, one_by_one=True)
-            prefix = f"batch_{batch}_symbols_samples_{count}_"
-            report[prefix + "ms_median"] = round(together["ms_median"], 1)
-            report[prefix + "one_by_one_ms_median"] = round(apart["ms_median"], 1)
-            report[prefix + "cost_ratio"] = round(together["ms_median"] / apart["ms_median"], 3)
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+            named[f"batch_{batch}_symbols_samples_{count}"] = partial(
+                batching, args, checkpoints, count, batch
+            )
+        prepare = partial(write_random, checkpoints, SMALL)
+        return run_cases("kronos", setup, named, args.case, speedup_min, prepare)
 
 
 if __name__ == "__main__":

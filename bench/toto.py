@@ -1,4 +1,5 @@
-"""Our Toto against the reference (PyPI toto-ts 0.2.0), side by side in one run. Prints JSON.
+"""Our Toto against the reference (PyPI toto-ts 0.2.0), side by side in one run. Prints JSON
+lines: the setup, one per case the moment it ends, a summary (bench/harness.py `run_cases`).
 
 Both load the same random weights in the published Toto-Open-Base-1.0 configuration (151M
 parameters; written by the reference classes, in Datadog's file format) and forecast the
@@ -14,6 +15,7 @@ close/high/low of the last `--context` bars of SOLUSDT_1h.csv on this machine's 
 - batching (ours): 8 symbols in one call against 8 calls of one symbol.
 
     .venv/bin/python bench/toto.py [--data DIR|FILE] [--repeats N] [--threads N] [--quick]
+        [--case NAME]...
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import json
 import resource
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,16 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
-from bench.harness import SHARED_DATA, median_ms, rss_mb, run_worker  # noqa: E402
+from bench.harness import (  # noqa: E402
+    SHARED_DATA,
+    add_case_option,
+    environment,
+    median_ms,
+    rss_mb,
+    run_cases,
+    run_worker,
+    speedup_min,
+)
 from tests.integration.toto_reference import (  # noqa: E402
     PUBLISHED,
     SMALL,
@@ -129,39 +142,36 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
     return {"mean_z": round(float(z.mean()), 3), "max_z": round(float(z.max()), 3)}
 
 
-def side_by_side(
-    command: list[str], horizon: int, samples: int, scratch: Path, report: dict[str, Any]
-) -> float:
-    """Both implementations on one case, each in a fresh worker; the speedup."""
-    prefix = f"h{horizon}_s{samples}_"
+def side_by_side(command: list[str], horizon: int, samples: int, scratch: Path) -> dict[str, Any]:
+    """Both implementations on one case, each in a fresh worker: their figures, the speedup and
+    how well the quantiles agree."""
+    figures: dict[str, Any] = {}
     results = {}
     for name in ("ours", "reference"):
         results[name] = result = run_worker(
             *command, "--worker", name,
             horizon=horizon, samples=samples, save=scratch / f"{name}.npy",
         )  # fmt: skip
-        report[f"{prefix}{name}_ms_median"] = round(result["ms_median"], 1)
-        report[f"{prefix}{name}_peak_rss_mb"] = round(result["peak_rss_mb"], 1)
-        report[f"{prefix}{name}_loaded_rss_mb"] = round(result["loaded_rss_mb"], 1)
-    speedup: float = results["reference"]["ms_median"] / results["ours"]["ms_median"]
-    report[prefix + "speedup"] = round(speedup, 2)
+        figures[f"{name}_ms_median"] = round(result["ms_median"], 1)
+        figures[f"{name}_peak_rss_mb"] = round(result["peak_rss_mb"], 1)
+        figures[f"{name}_loaded_rss_mb"] = round(result["loaded_rss_mb"], 1)
+    figures["speedup"] = round(results["reference"]["ms_median"] / results["ours"]["ms_median"], 2)
     match = agreement(np.load(scratch / "ours.npy"), np.load(scratch / "reference.npy"))
-    report[prefix + "quantile_mean_z"] = match["mean_z"]
-    report[prefix + "quantile_max_z"] = match["max_z"]
-    return speedup
+    figures["quantile_mean_z"] = match["mean_z"]
+    figures["quantile_max_z"] = match["max_z"]
+    return figures
 
 
-def batching(
-    command: list[str], horizon: int, samples: int, batch: int, report: dict[str, Any]
-) -> None:
+def batching(command: list[str], horizon: int, samples: int, batch: int) -> dict[str, Any]:
     """Ours: `batch` symbols in one call against one call per symbol."""
-    prefix = f"batch_{batch}_symbols_h{horizon}_s{samples}_"
     options = {"horizon": horizon, "samples": samples, "symbols": batch}
     together = run_worker(*command, "--worker", "ours", **options)
     apart = run_worker(*command, "--worker", "ours", one_by_one=True, **options)
-    report[prefix + "ms_median"] = round(together["ms_median"], 1)
-    report[prefix + "one_by_one_ms_median"] = round(apart["ms_median"], 1)
-    report[prefix + "cost_ratio"] = round(together["ms_median"] / apart["ms_median"], 3)
+    return {
+        "ms_median": round(together["ms_median"], 1),
+        "one_by_one_ms_median": round(apart["ms_median"], 1),
+        "cost_ratio": round(together["ms_median"] / apart["ms_median"], 3),
+    }
 
 
 def main() -> int:
@@ -172,6 +182,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs before timing")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--context", type=int, default=512)
+    add_case_option(parser)
     # Worker options (one implementation and case per process).
     parser.add_argument("--worker", dest="implementation", choices=["ours", "reference"])
     parser.add_argument("--checkpoint", type=Path)
@@ -193,9 +204,7 @@ def main() -> int:
     if args.quick:  # a smoke test: two cases side by side, one batching case
         config, batch, cases, batched = SMALL, 2, [(16, 8), (48, 32)], [(16, 32)]
         args.context, args.repeats, args.warmup = 128, 1, 0
-    report: dict[str, Any] = {
-        "device": "cpu",
-        "torch": torch.__version__,
+    setup = environment("cpu") | {
         "torch_threads": args.threads,
         "model": "Toto-Open-Base-1.0 configuration, random weights"
         if not args.quick
@@ -205,21 +214,18 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory() as scratch:
         checkpoint = Path(scratch) / "toto"
-        write_checkpoint(checkpoint, config, seed=0)
         command = [
             __file__, "--checkpoint", str(checkpoint), "--data", str(args.data),
             "--context", str(args.context), "--threads", str(args.threads),
             "--repeats", str(args.repeats), "--warmup", str(args.warmup),
         ]  # fmt: skip
-        speedups = [
-            side_by_side(command, horizon, count, Path(scratch), report) for horizon, count in cases
-        ]
-        report["speedup_min"] = round(min(speedups), 2)
-        for horizon, count in batched:
-            batching(command, horizon, count, batch, report)
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+        named: dict[str, Callable[[], dict[str, Any]]] = {
+            f"h{h}_s{n}": partial(side_by_side, command, h, n, Path(scratch)) for h, n in cases
+        }
+        for h, n in batched:
+            named[f"batch_{batch}_symbols_h{h}_s{n}"] = partial(batching, command, h, n, batch)
+        prepare = partial(write_checkpoint, checkpoint, config, seed=0)
+        return run_cases("toto", setup, named, args.case, speedup_min, prepare)
 
 
 if __name__ == "__main__":

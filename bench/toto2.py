@@ -1,5 +1,6 @@
 """Our Toto 2.0 against the reference (PyPI toto-2 2.0.0, in .venv/toto2-reference), on the
-same inputs and the same random weights. Prints JSON.
+same inputs and the same random weights. Prints JSON lines: the setup, one per case the moment
+it ends (`--conformance` is a case of its own), a summary (bench/harness.py `run_cases`).
 
 Both load one checkpoint per size, written by the reference's own save_pretrained, and
 forecast the close/high/low of the last `--context` bars of SOLUSDT_1h.csv (one symbol, three
@@ -10,6 +11,7 @@ blocks of 128 steps: the KV-cached path), and the 313m one at horizon 64. `*_max
 the largest relative difference of the nine quantiles between the two.
 
     .venv/bin/python bench/toto2.py [--data DIR|FILE] [--repeats N] [--threads N] [--quick]
+        [--case NAME]...
     .venv/bin/python bench/toto2.py --write-random DIR [--size 22m]   # a random checkpoint
 """
 
@@ -20,6 +22,8 @@ import json
 import resource
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[0] = str(ROOT)
 
-from bench.harness import SHARED_DATA, median_ms, run_worker  # noqa: E402
+from bench.harness import (  # noqa: E402
+    SHARED_DATA,
+    add_case_option,
+    environment,
+    median_ms,
+    run_cases,
+    run_worker,
+    speedup_min,
+)
 from tests.integration.toto2_reference import reference_python, run  # noqa: E402
 from trader.forecast.random_weights import TOTO2_SMALL  # noqa: E402
 from trader.forecast.toto2 import load_toto2  # noqa: E402
@@ -145,26 +157,30 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def case_name(args: argparse.Namespace, case: tuple[str, int, int]) -> str:
+    size, horizon, block = case
+    return f"{size}_ctx{args.context}_h{horizon}" + (f"_block{block}" if block else "")
+
+
 def side_by_side(
     args: argparse.Namespace,
     python: Path,
-    checkpoint: Path,
+    checkpoint: Callable[[], Path],
     case: tuple[str, int, int],
     scratch: Path,
-    report: dict[str, Any],
-) -> float:
-    size, horizon, block = case
-    prefix = f"{size}_ctx{args.context}_h{horizon}" + (f"_block{block}" if block else "") + "_"
+) -> dict[str, Any]:
+    """Ours and the reference on one case, each in a fresh process: times, memory, agreement."""
+    _, horizon, block = case
     inputs = scratch / "inputs.pt"
     ours = run_worker(
-        __file__, "--worker", "--checkpoint", str(checkpoint), "--inputs", str(inputs),
+        __file__, "--worker", "--checkpoint", str(checkpoint()), "--inputs", str(inputs),
         horizon=horizon, decode_block=block, repeats=args.repeats, warmup=args.warmup,
         threads=args.threads, device=args.device, save=scratch / "ours.pt",
     )  # fmt: skip
     theirs = json.loads(
         run(
             {"time": {
-                "checkpoint": str(checkpoint), "inputs": str(inputs), "horizon": horizon,
+                "checkpoint": str(checkpoint()), "inputs": str(inputs), "horizon": horizon,
                 "decode_block": block or None, "missing": False, "repeats": args.repeats,
                 "warmup": args.warmup, "threads": args.threads, "device": args.device,
                 "save": str(scratch / "reference.pt"),
@@ -174,16 +190,21 @@ def side_by_side(
         ).strip().splitlines()[-1]
     )  # fmt: skip
     a, b = torch.load(scratch / "ours.pt"), torch.load(scratch / "reference.pt")
-    speedup: float = theirs["ms_median"] / ours["ms_median"]
-    report[prefix + "ours_ms_median"] = round(ours["ms_median"], 2)
-    report[prefix + "reference_ms_median"] = round(theirs["ms_median"], 2)
-    report[prefix + "speedup"] = round(speedup, 2)
-    report[prefix + "ours_peak_rss_mb"] = round(ours["peak_rss_mb"], 1)
-    report[prefix + "reference_peak_rss_mb"] = round(theirs["peak_rss_mb"], 1)
-    report[prefix + "max_rel_diff"] = float(
-        f"{float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()):.2e}"
-    )
-    return speedup
+    return {
+        "ours_ms_median": round(ours["ms_median"], 2),
+        "reference_ms_median": round(theirs["ms_median"], 2),
+        "speedup": round(theirs["ms_median"] / ours["ms_median"], 2),
+        "ours_peak_rss_mb": round(ours["peak_rss_mb"], 1),
+        "reference_peak_rss_mb": round(theirs["peak_rss_mb"], 1),
+        "max_rel_diff": float(f"{float(((a - b).abs() / b.abs().clamp_min(1e-6)).max()):.2e}"),
+    }
+
+
+def random_checkpoint(python: Path, folder: Path, config: dict[str, Any]) -> Path:
+    """A random checkpoint written by the reference's save_pretrained (once per size)."""
+    if not folder.exists():
+        run({"checkpoints": [{"directory": str(folder), "config": config, "seed": 0}]}, python)
+    return folder
 
 
 def arguments() -> argparse.Namespace:
@@ -200,6 +221,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--sizes", help="comma-separated sizes to time (default: all cases; none: no timing)"
     )
+    add_case_option(parser)
     parser.add_argument("--write-random", type=Path, metavar="DIR", help="write a checkpoint")
     parser.add_argument("--size", default="22m", choices=[*PRESETS, "small"])
     # Worker options (ours, one case per process).
@@ -252,11 +274,8 @@ def main() -> int:
         args.context, args.repeats, args.warmup = 128, 1, 0
     if args.sizes:
         cases = [c for c in cases if c[0] in args.sizes.split(",")]
-    report: dict[str, Any] = {
-        "device": args.device,
-        "torch": torch.__version__,
+    setup = environment(args.device) | {
         "torch_threads": args.threads,
-        "device_name": torch.cuda.get_device_name(args.device) if "cuda" in args.device else None,
         "model": "Toto 2.0 configurations (presets), random weights",
         "data": "random walk" if args.synthetic else str(recording(args.data)),
         "context": args.context,
@@ -265,27 +284,17 @@ def main() -> int:
     }
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        save_inputs(None if args.synthetic else args.data, args.context, root / "inputs.pt")
+        named: dict[str, Callable[[], dict[str, Any]]] = {}
         if args.conformance:
-            report |= conformance(args, python, root / "conformance")
-        speedups = []
-        for size in dict.fromkeys(c[0] for c in cases):
-            checkpoint = root / size
-            run(
-                {
-                    "checkpoints": [
-                        {"directory": str(checkpoint), "config": configs[size], "seed": 0}
-                    ]
-                },
-                python,
+            named["conformance"] = partial(conformance, args, python, root / "conformance")
+        for case in cases:
+            checkpoint = partial(random_checkpoint, python, root / case[0], configs[case[0]])
+            named[case_name(args, case)] = partial(
+                side_by_side, args, python, checkpoint, case, root
             )
-            for case in (c for c in cases if c[0] == size):
-                speedups.append(side_by_side(args, python, checkpoint, case, root, report))
-        if speedups:
-            report["speedup_min"] = round(min(speedups), 2)
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+        inputs = None if args.synthetic else args.data
+        prepare = partial(save_inputs, inputs, args.context, root / "inputs.pt")
+        return run_cases("toto2", setup, named, args.case, speedup_min, prepare)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,8 @@ AGREED_METRICS = frozenset(
         "trader_exchange_info",
         # A ledger whose disk refuses writes (issue 42).
         "trader_ledger_writable",
+        # Where each model's weights came from (issue 45).
+        "trader_model_info",
         # prometheus_client's process collector (Linux).
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",

@@ -193,6 +193,17 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         .span(8)
         .height(4),
         venue_table().span(5).height(4),
+        table(
+            "Model weights",
+            "Where each model's weights came from (trader_model_info): origin finetuned, "
+            "random, published, unknown or none (the baseline has no weights); the base, the "
+            "fine-tuning verdict (helped, did not help, not judged), the digest of the data "
+            "and the steps. Random weights or a verdict of did not help: the forecasts are "
+            "not to be traded on.",
+            sel("trader_model_info"),
+        )
+        .span(24)
+        .height(4),
         db.Row("Ticks"),
         timeseries(
             "Ticks by outcome",

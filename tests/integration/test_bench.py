@@ -19,15 +19,20 @@ from tests.recorded import SOLUSDT_1H
 pytestmark = pytest.mark.integration
 
 
-def bench(script: str, *args: str) -> dict[str, Any]:
-    """Run bench/<script> --quick; its JSON report."""
+def run_quick(script: str, *args: str) -> str:
+    """Run bench/<script> --quick on the recorded excerpts; what it printed."""
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), "--quick", *args],
         env=os.environ | {"BENCH_DATA": str(ROOT / "tests" / "data")},
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    report: dict[str, Any] = json.loads(result.stdout)
+    return result.stdout
+
+
+def bench(script: str, *args: str) -> dict[str, Any]:
+    """Run bench/<script> --quick; its JSON report."""
+    report: dict[str, Any] = json.loads(run_quick(script, *args))
     return report
 
 
@@ -59,14 +64,25 @@ def test_the_engine_bench_prints_its_figures_as_json():
         assert report[key] > 0
 
 
+def bench_lines(script: str, *args: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Run a model bench (bench/<script> --quick), which writes JSON lines: its cases' figures
+    by name, and its summary."""
+    lines = [json.loads(line) for line in run_quick(script, *args).splitlines()]
+    cases = {line["case"]: line for line in lines if line["kind"] == "case"}
+    assert lines[-1]["kind"] == "summary"
+    return cases, lines[-1]
+
+
 def test_the_toto_bench_compares_ours_and_the_reference_side_by_side():
-    report = bench("toto.py", "--data", str(SOLUSDT_1H))
+    cases, summary = bench_lines("toto.py", "--data", str(SOLUSDT_1H))
     for case in ("h16_s8", "h48_s32"):
         for key in ("ours_ms_median", "reference_ms_median", "ours_peak_rss_mb", "speedup"):
-            assert report[f"{case}_{key}"] > 0
+            assert cases[case][key] > 0
         # Same random weights, same input: the quantiles agree within sampling error.
-        assert report[f"{case}_quantile_mean_z"] < 1.5
-    assert report["batch_2_symbols_h16_s32_cost_ratio"] > 0
+        assert cases[case]["quantile_mean_z"] < 1.5
+    assert cases["batch_2_symbols_h16_s32"]["cost_ratio"] > 0
+    assert summary["complete"] is True
+    assert summary["speedup_min"] == min(cases[c]["speedup"] for c in ("h16_s8", "h48_s32"))
 
 
 def test_the_backtest_bench_times_ours_beside_backtesting_py():

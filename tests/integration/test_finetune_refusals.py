@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import io
+import sys
 from pathlib import Path
 from typing import IO
 
@@ -18,7 +19,7 @@ from trader.cli import main
 from trader.config.finetune_settings import FinetuneSettings
 from trader.config.forecast_settings import ForecastSettings
 from trader.config.schema import Settings
-from trader.exit_codes import EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE, EX_USAGE
+from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_TEMPFAIL, EX_UNAVAILABLE, EX_USAGE
 from trader.training import checkpoint
 from trader.training.command import run_finetune
 from trader.training.request import FinetuneRequest
@@ -146,3 +147,40 @@ def test_a_full_disk_while_checkpointing_leaves_the_previous_checkpoint_intact(
     saved = checkpoint.load(out / "checkpoints" / "last.pt", torch.device("cpu"))
     assert saved["step"] == 5
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.pt", "last.pt"]
+
+
+def test_lora_without_peft_is_refused_before_any_data_is_read(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "peft", None)  # `import peft` raises ImportError
+    unreadable = tmp_path / "SOLUSDT_1h.csv"
+    unreadable.write_bytes(b"\x00\xff not bars at all\n")  # read first, this is exit 65
+    out = tmp_path / "run"
+    assert run_finetune(SETTINGS, request(unreadable, out, lora=True), {}) == EX_UNAVAILABLE
+    error = capsys.readouterr().err
+    assert "--lora needs peft" in error
+    assert "pip install 'trader[finetune]'" in error
+    assert not out.exists()
+
+
+def test_kronos_from_a_random_base_trains_the_tokenizer_too_and_says_why(data, tmp_path, capsys):
+    """The default predictor-only choice is changed (and said in the first lines); asking for
+    it by name is refused with the reason before the data is read."""
+    kronos = request(data, tmp_path / "run", model="kronos", max_steps=2)
+    assert run_finetune(SETTINGS, kronos, {}) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("finetune on device=cpu")
+    assert (
+        "from a random base: training the tokenizer too (finetune.kronos_train = both,"
+        in (lines[1])
+    )
+    assert any(line.startswith("model kronos (both) from RANDOM") for line in lines)
+    asked = SETTINGS.model_copy(
+        update={"finetune": SETTINGS.finetune.model_copy(update={"kronos_train": "predictor"})}
+    )
+    asked.finetune.model_fields_set.add("kronos_train")
+    out = tmp_path / "asked"
+    assert run_finetune(asked, request(tmp_path / "absent.csv", out, model="kronos"), {}) == (
+        EX_CONFIG
+    )
+    error = capsys.readouterr().err
+    assert "finetune.kronos_train = predictor from a random base is refused" in error
+    assert not out.exists()

@@ -29,6 +29,7 @@ from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.predictor import KronosForecaster
 from trader.forecast.kronos.sampling import Sampling, filtered
 from trader.forecast.protocol import ForecastRequest
+from trader.training.kronos_objective import predictor_cross_entropies
 
 pytestmark = pytest.mark.integration
 
@@ -168,3 +169,56 @@ def test_sampling_filters_as_the_reference_does(temperature, top_k, top_p):
     if top_k > 0 or top_p < 1.0:
         theirs = ref.kronos.top_k_top_p_filtering(theirs, top_k=top_k, top_p=top_p)
     assert torch.equal(ours, theirs)
+
+
+def test_a_predictor_step_in_train_mode_draws_the_references_dropout_masks(pair, frame):
+    """Our predictor objective against the reference's teacher-forced `Kronos.forward` and
+    `DualHead.compute_loss`, both in train mode with the published rates (small: 0.25 after
+    the feed-forward and the attention projection, 0.1 on the attention weights and tokens;
+    mini: 0.2, 0, 0.2, 0). Seeded alike, the two draw the same masks in the same order (token
+    dropout, then per block the attention weights, the projection, the feed-forward), so the
+    s1 cross-entropy and every gradient it gives agree. The s2 cross-entropy is not compared:
+    its head differs by design in either mode (ours conditions it as generation does, its
+    attention unrotated; the reference's training path rotates it), and it draws no mask
+    (the dependency layer has no dropout in either), so it cannot hide a difference in them."""
+    ref = reference()
+    theirs_model = ref.Kronos.from_pretrained(pair.checkpoints.model).train()
+    ours_model = load_model(pair.checkpoints.model).train().requires_grad_(True)
+    windows = [inputs.window(bars(frame.iloc[i : i + 65]), 1) for i in (0, 300)]
+    x = torch.from_numpy(np.stack([w.values for w in windows]))
+    stamp = torch.from_numpy(np.stack([w.stamps for w in windows]))
+    with torch.no_grad():
+        s1, s2 = pair.reference.tokenizer.encode(x, half=True)
+
+    def reference_ce1(seed: int) -> torch.Tensor:
+        torch.manual_seed(seed)
+        logits = theirs_model(
+            s1[:, :-1], s2[:, :-1], stamp[:, :-1].float(), use_teacher_forcing=True,
+            s1_targets=s1[:, 1:],
+        )  # fmt: skip
+        _, ce1, _ = theirs_model.head.compute_loss(*logits, s1[:, 1:], s2[:, 1:])
+        result: torch.Tensor = ce1
+        return result
+
+    torch.manual_seed(5)
+    mine, _ = predictor_cross_entropies(ours_model, pair.tokenizer, x, stamp)
+    mine.backward()
+    expected = reference_ce1(5)
+    expected.backward()
+    torch.testing.assert_close(mine, expected, rtol=1e-5, atol=0)
+    gradients = dict(theirs_model.named_parameters())
+    compared = 0
+    for name, parameter in ours_model.named_parameters():
+        grad = gradients[name].grad
+        if name.startswith(("dep_layer.", "head.proj_s2.")):
+            continue  # the s2 head's: no part of the s1 cross-entropy
+        assert parameter.grad is not None, name
+        assert grad is not None, name
+        scale = grad.abs().max().item()
+        torch.testing.assert_close(parameter.grad, grad, rtol=1e-4, atol=1e-5 * scale, msg=name)
+        compared += 1
+    assert compared > 8 * len(ours_model.transformer)
+    with torch.no_grad():
+        assert abs(reference_ce1(6).item() - expected.item()) > 1e-5
+        theirs_model.eval()
+        assert abs(reference_ce1(5).item() - expected.item()) > 1e-5

@@ -4,6 +4,7 @@ and compiled mode's recompiles."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from trader.forecast.toto.forecaster import TotoForecaster
 from trader.forecast.toto.loading import load_toto
 from trader.forecast.toto.model import Head, TotoModel
 from trader.forecast.toto.scaler import scale_context, scale_patch
+from trader.training.toto_objective import TotoTraining
 
 pytestmark = pytest.mark.integration
 
@@ -204,3 +206,50 @@ def test_a_model_with_every_tensor_in_place_loads_strictly(checkpoint):
     _, directory = checkpoint
     model = load_toto(directory)
     assert isinstance(model, TotoModel)
+
+
+def test_a_training_step_in_train_mode_is_the_references_with_the_same_dropout_masks(small):
+    """Our fine-tuning step (`TotoTraining`) against toto-ts's backbone and `CombinedLoss`, both
+    in train mode with the config's dropout (0.1): seeded alike, the two draw the same masks in
+    the same order (scaled_dot_product_attention's on the attention weights, then the
+    feed-forward's, layer by layer, on tensors of the same shapes), so the loss and every
+    gradient agree. Another seed gives another loss: the masks matter, and are the same."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from toto.model.losses import CombinedLoss  # noqa: PLC0415
+
+    reference = load_reference(small).model.train().requires_grad_(True)
+    ours = TotoTraining(load_toto(small).train().requires_grad_(True), nll_weight=0.575)
+    patch = SMALL["patch_size"]
+    windows, _ = series(2, patch * 6, seed=4)
+
+    def theirs(seed: int) -> torch.Tensor:
+        inputs, targets = windows[..., :-patch], windows[..., patch:]
+        torch.manual_seed(seed)
+        out = reference(
+            inputs=inputs, input_padding_mask=torch.ones_like(inputs, dtype=torch.bool),
+            id_mask=torch.zeros_like(inputs), kv_cache=None, scaling_prefix_length=None,
+        )  # fmt: skip
+        scaled = (targets - out.loc) / (out.scale + torch.finfo(windows.dtype).eps)
+        loss: torch.Tensor = CombinedLoss()(out.distribution, scaled).mean()
+        return loss
+
+    torch.manual_seed(11)
+    mine = ours(windows)
+    mine.backward()
+    expected = theirs(11)
+    expected.backward()
+    torch.testing.assert_close(mine, expected, rtol=1e-6, atol=0)
+    gradients = dict(reference.named_parameters())
+    for name, parameter in ours.model.model.named_parameters():
+        theirs_name = name.replace(".mlp.0.w12.", ".mlp.0.").replace(".mlp.0.w3.", ".mlp.2.")
+        grad = gradients[theirs_name].grad
+        assert parameter.grad is not None, name
+        assert grad is not None, name
+        torch.testing.assert_close(
+            parameter.grad, grad, rtol=1e-4, atol=1e-5 * grad.abs().max().item(), msg=name
+        )
+    with torch.no_grad():
+        assert abs(theirs(12).item() - expected.item()) > 1e-4
+        reference.eval()
+        assert abs(theirs(11).item() - expected.item()) > 1e-4

@@ -120,6 +120,11 @@ def run_backtest_command(
         settings = settings.model_copy(
             update={"forecast": settings.forecast.with_model(request.model)}
         )
+    from trader.forecast.provenance import origins  # noqa: PLC0415 - with the models
+    from trader.runner import model_names  # noqa: PLC0415
+
+    for origin in (o for name in model_names(settings) for o in origins(name, settings.forecast)):
+        sys.stderr.writelines(f"{line}\n" for line in origin.lines())  # said first
     strategies = list(dict.fromkeys(request.strategies or settings.backtest.strategies))
     if request.is_grid:
         return _grid(request, settings, recordings, strategies)

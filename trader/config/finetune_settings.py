@@ -62,7 +62,14 @@ class FinetuneSettings(Section):
         ge=0,
         description="validations without a new best before training stops early (0: never)",
     )
-    seed: int = Field(0, ge=0, description="seed of the initialisation, sampling and order")
+    seed: int = Field(
+        0, ge=0, description="seed of the initialisation, sampling, order and dropout masks"
+    )
+    dropout: bool = Field(
+        True,
+        description="the dropout the model authors train with, at the rates in the base's "
+        "config (false: none, e.g. to compare process counts step for step)",
+    )
     validation_fraction: float = Field(
         0.1, gt=0, lt=0.5, description="share of the bar times that form the validation split"
     )

@@ -109,6 +109,7 @@ def _paths(model: str, folder: Path | None) -> tuple[Path | None, Path | None]:
 def _forecasters(settings: Settings, request: EvaluateRequest) -> list[Forecaster]:
     from trader.forecast.build import ModelUnavailable, build_forecaster  # noqa: PLC0415
     from trader.forecast.device import DeviceUnavailable  # noqa: PLC0415
+    from trader.forecast.provenance import origins  # noqa: PLC0415
     from trader.runner import model_device  # noqa: PLC0415
 
     try:
@@ -119,6 +120,8 @@ def _forecasters(settings: Settings, request: EvaluateRequest) -> list[Forecaste
     for model in dict.fromkeys([REFERENCE, *request.models]):
         weights = request.weights.get(model)
         path, tokenizer = _paths(model, weights)
+        for origin in origins(model, settings.forecast, model_path=path, tokenizer_path=tokenizer):
+            sys.stderr.writelines(f"{line}\n" for line in origin.lines())  # said first
         try:
             built.append(build_forecaster(
                 model, settings.forecast, device, model_path=path, tokenizer_path=tokenizer

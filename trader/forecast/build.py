@@ -34,22 +34,18 @@ def build_forecaster(
         return BaselineForecaster(settings.baseline_lookback)
     if device is None:
         raise ModelUnavailable(f"{name}: no device was chosen for it")
-    from trader.forecast.weights import (  # noqa: PLC0415
-        CheckpointMismatch,
-        WeightsUnavailable,
-        holds_checkpoint,
-        kronos_pair,
-    )
+    from trader.forecast.weights import CheckpointMismatch, WeightsUnavailable  # noqa: PLC0415
 
+    sources = weights_sources(name, settings, model_path=model_path, tokenizer_path=tokenizer_path)
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
     # Imported per model: each pulls in its own modules, and the baseline needs neither.
     try:
         if name == "toto":
             from trader.forecast.toto import load_toto_forecaster  # noqa: PLC0415
 
-            own = settings.weights_dir if holds_checkpoint(settings.weights_dir) else None
+            (source,) = sources
             return load_toto_forecaster(
-                model_path or own or settings.toto.repo,
+                source,
                 settings=settings.toto,
                 seed=settings.seed,
                 device=device,
@@ -60,8 +56,9 @@ def build_forecaster(
         if name == "toto2":
             from trader.forecast.toto2 import load_toto2_forecaster  # noqa: PLC0415
 
+            (source,) = sources
             return load_toto2_forecaster(
-                model_path or settings.toto2.model,
+                source,
                 settings=settings.toto2,
                 device=device,
                 weights_dir=settings.weights_dir,
@@ -71,14 +68,10 @@ def build_forecaster(
         if name == "kronos":
             from trader.forecast.kronos import load_kronos  # noqa: PLC0415
 
-            pair = kronos_pair(model_path) or (
-                None if model_path else kronos_pair(settings.weights_dir)
-            )
-            if pair is not None:
-                model_path, tokenizer_path = pair[0], tokenizer_path or pair[1]
+            predictor, tokenizer = sources
             return load_kronos(
-                model_path or settings.kronos.repo,
-                tokenizer_path or settings.kronos.tokenizer_repo,
+                predictor,
+                tokenizer,
                 settings=settings.kronos,
                 seed=settings.seed,
                 device=device.device,
@@ -89,3 +82,33 @@ def build_forecaster(
     except (WeightsUnavailable, CheckpointMismatch, ValueError) as error:
         raise ModelUnavailable(f"{name}: {error}") from error
     raise ModelUnavailable(f"no forecaster is called {name!r}: toto, toto2, kronos or baseline")
+
+
+def weights_sources(
+    name: str,
+    settings: ForecastSettings,
+    *,
+    model_path: Path | None = None,
+    tokenizer_path: Path | None = None,
+) -> tuple[str | Path, ...]:
+    """What `name`'s loader is given to find its checkpoints (a folder or a repository, as
+    `forecast.weights.locate` looks them up): Kronos's predictor then tokenizer; none for the
+    baseline. `trader.forecast.provenance` reads their origin from the same places."""
+    if name not in ("toto", "toto2", "kronos"):
+        return ()
+    from trader.forecast.weights import holds_checkpoint, kronos_pair  # noqa: PLC0415 - torch
+
+    if name == "toto":
+        own = settings.weights_dir if holds_checkpoint(settings.weights_dir) else None
+        return (model_path or own or settings.toto.repo,)
+    if name == "toto2":
+        from trader.forecast.toto2.presets import repository  # noqa: PLC0415
+
+        return (model_path or repository(settings.toto2.model),)
+    pair = kronos_pair(model_path) or (None if model_path else kronos_pair(settings.weights_dir))
+    if pair is not None:
+        model_path, tokenizer_path = pair[0], tokenizer_path or pair[1]
+    return (
+        model_path or settings.kronos.repo,
+        tokenizer_path or settings.kronos.tokenizer_repo,
+    )

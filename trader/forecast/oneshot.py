@@ -20,6 +20,7 @@ from trader.exit_codes import EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceUnavailable, choose_device
 from trader.forecast.protocol import ForecastRequest
+from trader.forecast.provenance import origins as weights_origins
 from trader.market.files.options import AS_WRITTEN, ReadOptions
 from trader.market.hygiene import parse_row
 from trader.market.replay import ReplayDataError, read_recording
@@ -82,6 +83,10 @@ def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
         sys.stderr.write(f"trader forecast: {request.data}: no valid bars\n")
         return EX_DATAERR
     window = bars[-request.context :]
+    origins = weights_origins(
+        request.model, settings, model_path=request.weights, tokenizer_path=request.tokenizer
+    )
+    sys.stderr.writelines(f"{line}\n" for o in origins for line in o.lines())
     started = time.perf_counter()
     try:
         device = choose_device(settings.device, settings.precision)
@@ -111,6 +116,7 @@ def run_forecast_command(base: ForecastSettings, request: OneShot) -> int:
         "horizon": forecast.steps,
         "samples": _samples(request.model, settings),
         "random_weights": getattr(forecaster, "random", None),
+        "weights_origin": [o.as_dict() for o in origins],
         "seed": settings.seed,
         **device.describe(),
         "load_seconds": round(loaded - started, 4),

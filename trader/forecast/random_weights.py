@@ -23,6 +23,7 @@ from trader.domain import Bar, Timeframe
 from trader.forecast.kronos.config import ModelConfig, TokenizerConfig
 from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.tokenizer import KronosTokenizer, unused_published_tensors
+from trader.forecast.provenance import describe, metadata
 from trader.forecast.toto.config import CAUSAL_PATCH_SCALER, STUDENT_T_MIXTURE, TotoConfig
 from trader.forecast.toto.model import TotoModel
 from trader.forecast.toto2.config import Toto2Config
@@ -129,6 +130,11 @@ class RandomCheckpoint:
             "the architecture's"
         )
 
+    def provenance(self, seed: int) -> dict[str, Any]:
+        """What the weights file records: random, of which size and seed."""
+        name = f"random:{self.size}"
+        return {"kind": "random", "base": {"name": name, "seed": seed, "label": self.label}}
+
 
 def _randomised(module: nn.Module, seed: int) -> nn.Module:
     generator = torch.Generator().manual_seed(seed)
@@ -141,11 +147,16 @@ def _randomised(module: nn.Module, seed: int) -> nn.Module:
 
 
 def save_published(
-    directory: Path, config: dict[str, Any], tensors: dict[str, torch.Tensor]
+    directory: Path,
+    config: dict[str, Any],
+    tensors: dict[str, torch.Tensor],
+    provenance: dict[str, Any] | None = None,
 ) -> None:
-    """A checkpoint folder as published: model.safetensors and config.json, each written
-    whole and private, never through a link (`write_file`)."""
-    data = save({n: t.contiguous() for n, t in tensors.items()})
+    """A checkpoint folder as published: model.safetensors (with `provenance` in its
+    metadata) and config.json, each written whole and private, never through a link
+    (`write_file`)."""
+    recorded = None if provenance is None else metadata(provenance)
+    data = save({n: t.contiguous() for n, t in tensors.items()}, metadata=recorded)
     write_file(directory / "model.safetensors", data, what="the weights folder")
     write_file(directory / "config.json", json.dumps(config, indent=2), what="the weights folder")
 
@@ -153,9 +164,10 @@ def save_published(
 def write_random_toto(directory: Path, size: str = "published", seed: int = 0) -> RandomCheckpoint:
     config = TOTO_PUBLISHED if size == "published" else TOTO_SMALL
     model = _randomised(TotoModel(TotoConfig.from_json(config, "random weights")), seed)
-    save_published(directory, config, model.state_dict())
     count = sum(p.numel() for p in model.parameters())
-    return RandomCheckpoint("toto", size, directory, None, count)
+    written = RandomCheckpoint("toto", size, directory, None, count)
+    save_published(directory, config, model.state_dict(), written.provenance(seed))
+    return written
 
 
 def residual_taus(config: Toto2Config) -> list[tuple[float, float]]:
@@ -184,9 +196,9 @@ def write_random_toto2(directory: Path, size: str = "published", seed: int = 0) 
         for layer, (attn, mlp) in zip(model.transformer.blocks, residual_taus(config), strict=True):
             layer.attn_tau.fill_(attn)
             layer.mlp_tau.fill_(mlp)
-    save_published(directory, config.to_json(), model.state_dict())
     count = sum(p.numel() for p in model.parameters())
     written = RandomCheckpoint("toto2", size, directory, None, count)
+    save_published(directory, config.to_json(), model.state_dict(), written.provenance(seed))
     marker = json.dumps({"label": written.label, "size": name})
     write_file(directory / RANDOM_MARKER, marker, what="the weights folder")
     return written
@@ -201,18 +213,23 @@ def write_random_kronos(
     model = _randomised(KronosModel(model_config), seed)
     tokenizer = _randomised(KronosTokenizer(tokenizer_config), seed + 1)
     tensors = dict(tokenizer.state_dict()) | unused_tensors(tokenizer_config, seed + 2)
+    count = sum(p.numel() for p in [*model.parameters(), *tokenizer.parameters()])
+    written = RandomCheckpoint(
+        "kronos", size, directory / "predictor", directory / "tokenizer", count
+    )
     save_published(
         directory / "predictor",
         dataclasses.asdict(model_config) | KRONOS_MODEL_TRAINING,
         model.state_dict(),
+        written.provenance(seed),
     )
     save_published(
         directory / "tokenizer",
         dataclasses.asdict(tokenizer_config) | KRONOS_TOKENIZER_TRAINING,
         tensors,
+        written.provenance(seed),
     )
-    count = sum(p.numel() for p in [*model.parameters(), *tokenizer.parameters()])
-    return RandomCheckpoint("kronos", size, directory / "predictor", directory / "tokenizer", count)
+    return written
 
 
 def unused_tensors(config: TokenizerConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -283,8 +300,10 @@ def weights_or_random(
     """`weights` (and `tokenizer`) when given; else the configured repositories where they
     are on this machine already (never downloaded); else random weights written to
     `scratch`, labelled as such."""
-    if weights is not None:
-        return Weights(weights, tokenizer, f"weights from {weights}", random=False)
+    if weights is not None:  # described by what the file records: fine-tuned from random?
+        origin = describe(model, weights)
+        label = "; ".join([f"weights from {weights}: {origin.text}", *origin.warning_lines()])
+        return Weights(weights, tokenizer, label, random=origin.kind == "random")
     repos: dict[str, tuple[str, str | None]] = {
         "toto": (settings.toto.repo, None),
         "toto2": (repository(settings.toto2.model), None),

@@ -16,8 +16,9 @@ from trader.config.strict import config_refusal
 from trader.daemon.notify import SystemdNotifier
 from trader.daemon.reload import SettingsSource
 from trader.exit_codes import EX_CONFIG, EX_IOERR, EX_SOFTWARE
+from trader.forecast.provenance import log_origins
 from trader.logging import get_logger
-from trader.runner import replay_settings
+from trader.runner import model_names, replay_settings
 from trader.service.control_surface import ControlSurface
 from trader.service.exchange import ExchangeConnection
 from trader.service.parts import Parts, ReplayRequest, StartupFailed, StopRequest
@@ -79,6 +80,8 @@ class Service:
         except ValueError as error:
             self._log.error("refusing to start", reason=str(error))
             return EX_CONFIG
+        # Where the weights came from (a random base, a verdict that did not help), said first.
+        log_origins(model_names(parts.settings), parts.settings.forecast)
         log_start(parts, self._log)
         try:
             await start_telemetry(parts, stack, self._control.on_command, self._log)

@@ -32,6 +32,7 @@ from trader.engine.pipeline import Engine
 from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_IOERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable
+from trader.forecast.provenance import model_labels
 from trader.ledger.database import Database, LedgerError
 from trader.ledger.integrity import unreadable_refusal
 from trader.ledger.nonces import CommandNonces
@@ -118,6 +119,9 @@ class Startup:
         except DeviceUnavailable as error:
             raise StartupFailed(EX_UNAVAILABLE, "device check", str(error)) from error
         metrics.describe_device(device.describe())
+        for name in model_names(settings):  # trader run said them in its first lines
+            for labels in model_labels(name, settings.forecast):
+                metrics.describe_model(labels)
         if device.device.type == "cpu" and model_names(settings) != ["baseline"]:
             self.log.info("inference threads", torch_threads=leave_a_core_to_the_loop())
         # The series exist from the first scrape, with the mode the settings ask for.

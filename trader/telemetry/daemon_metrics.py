@@ -23,6 +23,7 @@ from trader.telemetry.labels import (
     DEVICE_KEYS,
     EVENT_QUEUES,
     EXCHANGE_ERROR_KINDS,
+    MODEL_INFO_KEYS,
     TASKS,
 )
 
@@ -90,6 +91,12 @@ class DaemonMetrics:
         self.build_info = Info(
             "trader_build", "Version of trader, its runtime, and paper or live", registry=r
         )
+        self.model_info = Gauge(
+            "trader_model_info", "1 for each model's weights, labelled with where they came "
+            "from: origin (finetuned, random, published, unknown; none: the baseline), base, "
+            "revision, the "
+            "fine-tuning verdict, the data's digest and the steps", MODEL_INFO_KEYS, registry=r,
+        )  # fmt: skip
         for kind in EXCHANGE_ERROR_KINDS:
             self.exchange_errors.labels(kind)
         for command in COMMANDS:
@@ -109,6 +116,10 @@ class DaemonMetrics:
         labels = dict.fromkeys(DEVICE_KEYS, "")
         labels.update({k: "" if v is None else str(v) for k, v in description.items()})
         self.device_info.info(labels)
+
+    def describe_model(self, labels: Mapping[str, str]) -> None:
+        """`forecast.provenance.Origin.labels` of a loaded model's weights."""
+        self.model_info.labels(*(labels.get(k, "") for k in MODEL_INFO_KEYS)).set(1)
 
     def exchange_error(self, kind: str) -> None:
         known = kind if kind in EXCHANGE_ERROR_KINDS else "exchange_error"

@@ -30,6 +30,8 @@ TASKS = ("quotes", "reconcile", "equity", "heartbeat")  # the periodic jobs betw
 RISK_LIMITS = ("max_drawdown", "daily_loss")
 DEVICE_KEYS = ("device", "precision", "reason", "fallback", "name", "capability", "torch",
                "cuda", "bf16")  # fmt: skip
+# trader_model_info: each model's weights and where they came from (forecast.provenance).
+MODEL_INFO_KEYS = ("model", "origin", "base", "revision", "verdict", "data", "steps")
 # Durations of one model call: dense (the E6 series, each bucket about 1.5x the last) from
 # 1 ms (the baseline) through 10-500 ms (a model on a GPU) to 10 s, so a p50 or p99 read from
 # them moves with a 2x slowdown; then coarse up to minutes (a large model on a CPU).

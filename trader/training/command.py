@@ -27,17 +27,13 @@ from trader.private_files import UnsafePath
 from trader.training.checkpoint import CheckpointFailed, CheckpointRefused
 from trader.training.device import TrainingDeviceRefused, decide
 from trader.training.distributed import World, join, leave, world_from
-from trader.training.lora import LoraUnavailable, qlora_refusal
+from trader.training.lora import LoraUnavailable, lora_refusal, qlora_refusal
 from trader.training.outdir import OutputRefused, RunFolder
 from trader.training.plan import NotEnoughData
 from trader.training.prepare import Session
+from trader.training.random_base import SettingsRefused, random_base_defaults
 from trader.training.request import FinetuneRequest
 from trader.training.session import run_session
-
-
-class SettingsRefused(Exception):
-    """Settings this run cannot train with; the message says which and why."""
-
 
 # What each refusal exits with: the data (65), the device or weights (69), the settings (78),
 # the command line's choice of folder (64), a full disk while checkpointing (75), a link
@@ -64,16 +60,19 @@ def run_finetune(
     world = world_from(os.environ if environ is None else environ)
     try:
         _check(settings, request, world)
+        settings, notes = random_base_defaults(settings, request)
         device = decide(
             request.device or settings.forecast.device, settings.finetune.precision, world
         )
+        refusal = lora_refusal() if request.adapters else None
         if request.qlora:
-            refusal = qlora_refusal(device.device)
-            if refusal is not None:
-                raise LoraUnavailable(refusal)
+            refusal = refusal or qlora_refusal(device.device)
+        if refusal is not None:
+            raise LoraUnavailable(refusal)
         join(world, device.device)
         try:
-            return run_session(Session(settings, request, world, device, RunFolder(request.out)))
+            folder = RunFolder(request.out)
+            return run_session(Session(settings, request, world, device, folder, notes))
         finally:
             leave(world)
     except tuple(kind for kind, _ in _EXITS) as error:

@@ -16,6 +16,11 @@ features.
 - Both: the sum of the two, in one step; the predictor reads the tokenizer's current tokens
   (the reference trains the tokenizer first, then the predictor on its tokens: two runs, the
   second from the first's weights, do exactly that).
+
+The networks trained run in training mode, with the dropout their checkpoint's config.json
+states (`DropoutRates`: Kronos-small's 0.25 after the feed-forward and the attention projection,
+0.1 on the attention weights and the input embedding; the published tokenizers' none);
+validation runs them in eval mode, as the reference's loops do.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from trader.forecast.kronos.inputs import CLIP, EPSILON, bar_values, time_featur
 from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.tokenizer import KronosTokenizer
 from trader.training.data import Refs, Series
+from trader.training.modes import evaluating
 
 # Kronos-Tokenizer-base's quantizer loss weights, for checkpoints that do not state theirs.
 QUANTIZER_DEFAULTS = {"beta": 0.05, "gamma0": 1.0, "gamma": 1.1, "zeta": 0.05}
@@ -75,17 +81,27 @@ def _entropy(probs: Tensor) -> Tensor:
 def predictor_loss(
     model: KronosModel, tokenizer: KronosTokenizer, x: Tensor, stamp: Tensor
 ) -> Tensor:
-    """The mean of the s1 and s2 cross-entropies over a batch of windows (tokens from the
-    tokenizer, never differentiated through, in float32 as inference encodes: a bfloat16
-    autocast could flip the sign of a small coordinate, and so a bit of a token)."""
-    with torch.no_grad(), torch.autocast(x.device.type, enabled=False):
+    """The mean of the s1 and s2 cross-entropies over a batch of windows."""
+    ce1, ce2 = predictor_cross_entropies(model, tokenizer, x, stamp)
+    return (ce1 + ce2) / 2
+
+
+def predictor_cross_entropies(
+    model: KronosModel, tokenizer: KronosTokenizer, x: Tensor, stamp: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The s1 and the s2 cross-entropy over a batch of windows. The tokens come from the
+    tokenizer in eval mode (the reference's `train_predictor.py` keeps it there: no dropout
+    in the targets), never differentiated through, in float32 as inference encodes: a bfloat16
+    autocast could flip the sign of a small coordinate, and so a bit of a token. The model
+    runs in its own mode: training's dropout, in the reference's order."""
+    with torch.no_grad(), torch.autocast(x.device.type, enabled=False), evaluating(tokenizer):
         s1, s2 = tokenizer.encode(x)
     hidden, _ = model.window(s1[:, :-1], s2[:, :-1], stamp[:, :-1])
     s1_logits = model.s1_logits(hidden)
     s2_logits = model.s2_logits_every_step(hidden, s1[:, 1:])
     ce1 = F.cross_entropy(s1_logits.flatten(0, 1).float(), s1[:, 1:].flatten())
     ce2 = F.cross_entropy(s2_logits.flatten(0, 1).float(), s2[:, 1:].flatten())
-    return (ce1 + ce2) / 2
+    return ce1, ce2
 
 
 def tokenizer_loss(

@@ -24,6 +24,7 @@ from trader.training.data import Refs
 from trader.training.distributed import World, any_true, total
 from trader.training.evidence import Evidence
 from trader.training.lora import Adapters, checkpoint_state
+from trader.training.modes import evaluating
 from trader.training.order import Order
 from trader.training.outdir import RunFolder
 from trader.training.progress import Progress
@@ -150,7 +151,7 @@ def validation_loss(setup: Setup) -> float:
     mine = setup.validation[world.rank :: world.size]
     per = max(1, setup.settings.batch_size // world.size)
     loss_sum, count = 0.0, 0.0
-    with torch.no_grad(), setup.precision():
+    with torch.no_grad(), setup.precision(), evaluating(trainee.objective):  # no dropout
         for start in range(0, len(mine), per):
             refs = mine[start : start + per]
             loss = trainee.objective(*trainee.batches.make(refs, setup.device))

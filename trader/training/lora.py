@@ -51,6 +51,16 @@ def qlora_refusal(device: torch.device) -> str | None:
     return None
 
 
+def lora_refusal() -> str | None:
+    """Why LoRA cannot run here (peft does not import), or None when it can: asked before
+    the data is read, so a run that cannot train is refused at once."""
+    try:
+        import peft  # noqa: F401, PLC0415 - heavy, optional
+    except ImportError as error:
+        return f"--lora needs peft ({error}): pip install 'trader[finetune]'"
+    return None
+
+
 def add_adapters(
     module: nn.Module,
     targets: str,
@@ -62,12 +72,11 @@ def add_adapters(
     """Freeze `module` and give the projections whose names match the regular expression
     `targets` trainable adapters, in place; with `quantize_on`, those projections' frozen
     weights become 4-bit on that CUDA device first."""
-    try:
-        from peft import LoraConfig, inject_adapter_in_model  # noqa: PLC0415 - heavy
-    except ImportError as error:
-        raise LoraUnavailable(
-            f"--lora needs peft ({error}): pip install 'trader[finetune]'"
-        ) from None
+    refusal = lora_refusal()
+    if refusal is not None:
+        raise LoraUnavailable(refusal)
+    from peft import LoraConfig, inject_adapter_in_model  # noqa: PLC0415 - heavy
+
     originals = {name: t.detach().cpu().clone() for name, t in module.state_dict().items()}
     if quantize_on is not None:
         refusal = qlora_refusal(quantize_on)

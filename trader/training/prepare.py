@@ -14,6 +14,7 @@ import torch
 
 from trader.config.finetune_settings import FinetuneSettings
 from trader.config.schema import Settings
+from trader.forecast.dropout import without_dropout
 from trader.logging import get_logger
 from trader.training.base import Base, resolve_base
 from trader.training.data import Series, read_series
@@ -33,6 +34,7 @@ class Session:
     world: World
     device: TrainingDevice
     folder: RunFolder
+    notes: tuple[str, ...] = ()  # defaults changed for this run, said after the device
 
     def say(self, text: str) -> None:
         """A line for the operator, on stderr, from rank 0."""
@@ -62,6 +64,7 @@ def prepare(s: Session) -> Prepared:
     fallback = s.device.fallback_line()
     if fallback:
         start.append(fallback)
+    start += s.notes
     for line in start:
         s.say(line)
     log.info("finetune device", **s.device.choice.describe(), world_size=world.size)
@@ -76,7 +79,10 @@ def prepare(s: Session) -> Prepared:
         if world.main:
             s.folder.write_identity(identity)
         base = _base(s)
+        torch.manual_seed(finetune.seed)  # what draws from torch's generator (LoRA's adapters)
         trainee = build_trainee(base, series, finetune, s.settings.forecast)
+        if not finetune.dropout:
+            without_dropout(trainee.objective)
         chosen = plan(series, finetune, trainee.window, trainee.min_gap)
     except Exception:
         if fresh and world.main:  # a run refused before its first step leaves no folder
@@ -86,6 +92,9 @@ def prepare(s: Session) -> Prepared:
     lines = [
         *start,
         f"model {what} from {base.label}",
+        "dropout: the base's rates, in training steps only"
+        if finetune.dropout
+        else "dropout: off (finetune.dropout = false)",
         *data_lines(series),
         *chosen.split.lines(chosen.first_ms, chosen.last_ms),
         *chosen.window_lines(finetune),

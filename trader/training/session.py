@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 import sys
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -26,6 +27,7 @@ from trader.training.outdir import OutputRefused
 from trader.training.plan import data_lines
 from trader.training.prepare import Prepared, Session, prepare
 from trader.training.progress import Progress
+from trader.training.provenance import base_record, data_record, provenance, stamp_weights
 from trader.training.signals import StopRequest, stop_on_signals
 from trader.training.summary import Summary, number, share
 
@@ -46,7 +48,11 @@ def run_session(s: Session) -> int:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, partial(learning_rate_factor, finetune, max_steps)
     )
+    # Dropout masks: a stream per process from the seed; a resumed run restores the state
+    # its checkpoint saved, so it draws what the uninterrupted run would have.
+    torch.manual_seed(finetune.seed * 65_537 + world.rank)
     record = _resume(s, p, optimizer, scheduler) if p.resuming else Record()
+    seen = data_record(p.series) if world.main else {}  # the bytes it learns from
     evidence = Evidence(s.folder.evidence) if world.main else None
     if evidence is not None:
         evidence.start(s.settings.forecast, s.device.findings, _config(s, p, max_steps), p.lines)
@@ -78,7 +84,11 @@ def run_session(s: Session) -> int:
         s.say(outcome)
         return 0
     if world.main and evidence is not None:
-        evaluation = _judge(s, p)
+        evaluation = _judge(s, p, partial(
+            provenance, argv=request.argv, model=request.model, what=p.what,
+            base=base_record(p.base), data=seen, record=record, max_steps=max_steps,
+            settings=finetune,
+        ))  # fmt: skip
         weights = f"{s.folder.weights} (best validation, step {record.best_step})"
         evidence.finish(summary(steps, weights, record, evaluation, "").markdown)
         _report(s, evaluation, record)
@@ -86,13 +96,17 @@ def run_session(s: Session) -> int:
     return 0
 
 
-def _judge(s: Session, p: Prepared) -> Evaluation:
-    """The weights written, then base, fine-tuned and naive scored on the test tail."""
+def _judge(s: Session, p: Prepared, origin: Callable[..., dict[str, Any]]) -> Evaluation:
+    """The weights written with their provenance (not judged yet, so weights left by a run
+    that dies in its evaluation say so), then base, fine-tuned and naive scored on the test
+    tail, and the verdict added to the provenance."""
     _export(s, p)
+    stamp_weights(s.folder.weights, origin(evaluation=None))
     evaluation = evaluate(
         p.base, s.folder.weights, p.series, p.plan.test_refs(s.settings.finetune),
         s.settings.finetune, s.settings.forecast, s.device.choice,
     )  # fmt: skip
+    stamp_weights(s.folder.weights, origin(evaluation=evaluation))
     write_file(s.folder.eval_file, json.dumps(evaluation.as_dict(), indent=2) + "\n", what="--out")
     return evaluation
 

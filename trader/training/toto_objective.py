@@ -7,6 +7,9 @@ targets are scaled by the loc and scale of the patch they follow (what inference
 first forecast patch); the loss is their `CombinedLoss`, 0.575 x the negative log-likelihood
 under the Student-T mixture + 0.425 x a robust (Cauchy, delta 0.1) loss of the mixture's mean,
 averaged over every target step. `finetune.toto_nll_weight` sets the share (1: NLL only).
+The model trains in training mode, with the dropout its config.json states (Toto-Open-Base-1.0:
+0.1 on the attention weights and after each feed-forward, as toto-ts applies it); validation
+runs in eval mode, without it.
 """
 
 from __future__ import annotations

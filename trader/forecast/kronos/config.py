@@ -8,11 +8,45 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from trader.forecast.dropout import is_rate
 from trader.forecast.weights import CheckpointMismatch
 
 _DROPOUTS = ("ffn_dropout_p", "attn_dropout_p", "resid_dropout_p")
 # The reference builds its dependency-aware layer with its default of 4 heads, whatever n_heads.
 DEPENDENCY_HEADS = 4
+
+
+@dataclass(frozen=True)
+class DropoutRates:
+    """Training-only rates, applied where the reference applies them (kronos-model-arch
+    `model/module.py`): `attn` on the attention weights, `resid` after each block's attention
+    projection, `ffn` after its feed-forward, `token` on the model's input embedding. Kept apart
+    from the architecture: config.json names them `<name>_dropout_p`."""
+
+    ffn: float = 0.0
+    attn: float = 0.0
+    resid: float = 0.0
+    token: float = 0.0
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], source: str, defaults: DropoutRates) -> DropoutRates:
+        """The checkpoint's rates; a key it lacks takes the published rate in `defaults`."""
+        rates = {}
+        for field in dataclasses.fields(cls):
+            key = f"{field.name}_dropout_p"
+            value = raw.get(key, getattr(defaults, field.name))
+            if not is_rate(value):
+                raise CheckpointMismatch(f"{source}: config.json {key} = {value!r} is not valid")
+            rates[field.name] = float(value)
+        return cls(**rates)
+
+
+# The rates of the published config.json files, for checkpoints that do not state theirs:
+# NeoQuasar/Kronos-small (ffn and resid 0.25, attn and token 0.1) and Kronos-Tokenizer-base
+# (none). The reference's dependency-aware layer is always built without dropout.
+MODEL_DROPOUT = DropoutRates(ffn=0.25, attn=0.1, resid=0.25, token=0.1)
+NO_DROPOUT = DropoutRates()
+TOKENIZER_DROPOUT = NO_DROPOUT
 
 
 @dataclass(frozen=True)
@@ -27,7 +61,8 @@ class TokenizerConfig:
     s2_bits: int
     group_size: int
 
-    # Keys that only shaped training: dropouts and the quantizer's loss weights.
+    # Keys outside the architecture: the dropout rates (`DropoutRates`, training only) and the
+    # quantizer's loss weights (training's objective).
     training_only = (*_DROPOUTS, "beta", "gamma0", "gamma", "zeta")
 
     @classmethod
@@ -54,7 +89,7 @@ class ModelConfig:
     ff_dim: int
     learn_te: bool
 
-    training_only = (*_DROPOUTS, "token_dropout_p")
+    training_only = (*_DROPOUTS, "token_dropout_p")  # read by `DropoutRates`
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], source: str) -> ModelConfig:

@@ -1,5 +1,6 @@
 """The transformer parts Kronos's model and tokenizer share, named as the published checkpoints
-name them. Inference only: no dropout.
+name them. Dropout, where the reference has it, in training mode only (`DropoutRates`); eval
+mode calls none of it, so inference is the computation without it, bit for bit.
 
 Two attention paths: `Block.forward` runs a whole window causally from position 0 with the same
 operations, in the same order, as the reference (so the tokenizer's codes agree bit for bit);
@@ -18,6 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from trader.forecast.dropout import attention_rate, dropped
+from trader.forecast.kronos.config import NO_DROPOUT, DropoutRates
+
 ROPE_THETA = 10000.0
 
 
@@ -34,14 +38,15 @@ class RMSNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ff_dim: int) -> None:
+    def __init__(self, d_model: int, ff_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.w1 = nn.Linear(d_model, ff_dim, bias=False)
         self.w3 = nn.Linear(d_model, ff_dim, bias=False)
         self.w2 = nn.Linear(ff_dim, d_model, bias=False)
+        self.ffn_dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return dropped(self.ffn_dropout, self.w2(F.silu(self.w1(x)) * self.w3(x)))
 
 
 class Rotary(nn.Module):
@@ -68,9 +73,12 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class Attention(nn.Module):
-    """Multi-head attention with biased projections; RoPE is applied by the caller's tables."""
+    """Multi-head attention with biased projections; RoPE is applied by the caller's tables.
+    The dropout rates are the block's (the dependency layer's are zero, as the reference's)."""
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, attn_p: float = 0.0, resid_p: float = 0.0
+    ) -> None:
         super().__init__()
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
@@ -79,6 +87,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.rotary = Rotary(self.head_dim)
+        self.attn_dropout = nn.Dropout(attn_p)  # its rate, for the attention weights
+        self.resid_dropout = nn.Dropout(resid_p)
 
     def heads(self, proj: nn.Linear, x: Tensor) -> Tensor:
         """[..., T, d] -> [..., H, T, head_dim]"""
@@ -136,25 +146,31 @@ def attend(
 class Block(nn.Module):
     """Pre-norm transformer block: x + attn(norm1(x)), then + ffn(norm2(x))."""
 
-    def __init__(self, d_model: int, n_heads: int, ff_dim: int) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, ff_dim: int, dropout: DropoutRates = NO_DROPOUT
+    ) -> None:
         super().__init__()
         self.norm1 = RMSNorm(d_model)
-        self.self_attn = Attention(d_model, n_heads)
+        self.self_attn = Attention(d_model, n_heads, dropout.attn, dropout.resid)
         self.norm2 = RMSNorm(d_model)
-        self.ffn = FeedForward(d_model, ff_dim)
+        self.ffn = FeedForward(d_model, ff_dim, dropout.ffn)
 
     def rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         return self.self_attn.rotary.tables(positions)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """A whole window [N, T, d] from position 0, causal; also its keys and values."""
+        """A whole window [N, T, d] from position 0, causal; also its keys and values. The
+        one path training runs: in training mode with the reference's dropout, drawn in its
+        order (attention weights, after the projection, after the feed-forward)."""
         attn = self.self_attn
         h = self.norm1(x)
         q = rotate(attn.heads(attn.q_proj, h), cos, sin)
         k = rotate(attn.heads(attn.k_proj, h), cos, sin)
         v = attn.heads(attn.v_proj, h)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + attn.merge(y)
+        y = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=attention_rate(attn.attn_dropout), is_causal=True
+        )
+        x = x + dropped(attn.resid_dropout, attn.merge(y))
         return x + self.ffn(self.norm2(x)), k, v
 
     def forward_suffix(
@@ -169,7 +185,8 @@ class Block(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """New tokens [B, S, T, d] after the shared prefix and, when `own` (a cache
         [B, S, H, >=at+T, hd]) is given, after the `at` tokens it already holds: their keys and
-        values are written there at [at, at+T). Returns the output and the new keys, values."""
+        values are written there at [at, at+T). Returns the output and the new keys, values.
+        Inference's path, run in eval mode (training runs `forward`)."""
         attn = self.self_attn
         h = self.norm1(x)
         q = rotate(attn.heads(attn.q_proj, h), cos, sin)
@@ -190,8 +207,15 @@ class Block(nn.Module):
 class Blocks(nn.ModuleList):
     """A ModuleList of Blocks, typed as such."""
 
-    def __init__(self, count: int, d_model: int, n_heads: int, ff_dim: int) -> None:
-        super().__init__(Block(d_model, n_heads, ff_dim) for _ in range(count))
+    def __init__(
+        self,
+        count: int,
+        d_model: int,
+        n_heads: int,
+        ff_dim: int,
+        dropout: DropoutRates = NO_DROPOUT,
+    ) -> None:
+        super().__init__(Block(d_model, n_heads, ff_dim, dropout) for _ in range(count))
 
     def __iter__(self) -> Iterator[Block]:
         return cast(Iterator[Block], super().__iter__())

@@ -11,7 +11,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from trader.forecast.kronos.config import ModelConfig, TokenizerConfig
+from trader.forecast.kronos.config import (
+    MODEL_DROPOUT,
+    TOKENIZER_DROPOUT,
+    DropoutRates,
+    ModelConfig,
+    TokenizerConfig,
+)
 from trader.forecast.kronos.model import KronosModel
 from trader.forecast.kronos.tokenizer import KronosTokenizer, unused_published_tensors
 from trader.forecast.weights import CheckpointMismatch, check_state, load_checkpoint
@@ -19,16 +25,20 @@ from trader.forecast.weights import CheckpointMismatch, check_state, load_checkp
 
 def load_tokenizer(directory: Path) -> KronosTokenizer:
     checkpoint = load_checkpoint(directory)
-    config = TokenizerConfig.from_json(_object(checkpoint.config, directory), str(directory))
-    tokenizer = KronosTokenizer(config)
+    raw = _object(checkpoint.config, directory)
+    config = TokenizerConfig.from_json(raw, str(directory))
+    tokenizer = KronosTokenizer(
+        config, DropoutRates.from_json(raw, str(directory), TOKENIZER_DROPOUT)
+    )
     _fill(tokenizer, checkpoint.tensors, unused_published_tensors(config), directory)
     return tokenizer
 
 
 def load_model(directory: Path) -> KronosModel:
     checkpoint = load_checkpoint(directory)
-    config = ModelConfig.from_json(_object(checkpoint.config, directory), str(directory))
-    model = KronosModel(config)
+    raw = _object(checkpoint.config, directory)
+    config = ModelConfig.from_json(raw, str(directory))
+    model = KronosModel(config, DropoutRates.from_json(raw, str(directory), MODEL_DROPOUT))
     _fill(model, checkpoint.tensors, {}, directory)
     return model
 

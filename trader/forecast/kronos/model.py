@@ -1,6 +1,8 @@
 """The Kronos autoregressive model: hierarchical token embedding plus time features, a causal
 transformer with half-split RoPE, then two heads: s1 from the hidden state, s2 from the hidden
-state and the s1 token just drawn (the dependency-aware layer)."""
+state and the s1 token just drawn (the dependency-aware layer). In training mode, the reference's
+dropout (`DropoutRates`): on the input embedding and in every transformer block; none in the
+dependency layer, which the reference builds with its zero defaults."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trader.forecast.kronos.config import DEPENDENCY_HEADS, ModelConfig
+from trader.forecast.dropout import dropped
+from trader.forecast.kronos.config import DEPENDENCY_HEADS, NO_DROPOUT, DropoutRates, ModelConfig
 from trader.forecast.kronos.layers import Attention, Blocks, RMSNorm, attend
 
 KV = tuple[Tensor, Tensor]
@@ -75,13 +78,15 @@ class DualHead(nn.Module):
 
 
 class KronosModel(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, dropout: DropoutRates = NO_DROPOUT) -> None:
         super().__init__()
         self.config = config
+        self.dropout = dropout
         d = config.d_model
+        self.token_drop = nn.Dropout(dropout.token)
         self.embedding = HierarchicalEmbedding(config)
         self.time_emb = TemporalEmbedding(d, config.learn_te)
-        self.transformer = Blocks(config.n_layers, d, config.n_heads, config.ff_dim)
+        self.transformer = Blocks(config.n_layers, d, config.n_heads, config.ff_dim, dropout)
         self.norm = RMSNorm(d)
         self.dep_layer = DependencyLayer(d)
         self.head = DualHead(config)
@@ -96,7 +101,7 @@ class KronosModel(nn.Module):
     def window(self, s1: Tensor, s2: Tensor, stamp: Tensor) -> tuple[Tensor, list[KV]]:
         """A whole window [N, T] from position 0, as the reference runs it: the final normed
         hidden states [N, T, d] and every layer's keys and values [N, H, T, hd]."""
-        x = self.embedding(s1, s2) + self.time_emb(stamp)
+        x = dropped(self.token_drop, self.embedding(s1, s2) + self.time_emb(stamp))
         cos, sin = self._rotary(torch.arange(x.shape[1], device=x.device))
         kvs = []
         for layer in self.transformer:

@@ -7,20 +7,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trader.forecast.kronos.config import TokenizerConfig
+from trader.forecast.kronos.config import NO_DROPOUT, DropoutRates, TokenizerConfig
 from trader.forecast.kronos.layers import Blocks
 
 
 class KronosTokenizer(nn.Module):
-    def __init__(self, config: TokenizerConfig) -> None:
+    def __init__(self, config: TokenizerConfig, dropout: DropoutRates = NO_DROPOUT) -> None:
         super().__init__()
         self.config = config
+        self.dropout = dropout  # the blocks' (in training mode; the published tokenizers': none)
         c = config
         self.embed = nn.Linear(c.d_in, c.d_model)
         self.head = nn.Linear(c.d_model, c.d_in)
         # The reference builds n_layers - 1 blocks on each side.
-        self.encoder = Blocks(c.n_enc_layers - 1, c.d_model, c.n_heads, c.ff_dim)
-        self.decoder = Blocks(c.n_dec_layers - 1, c.d_model, c.n_heads, c.ff_dim)
+        self.encoder = Blocks(c.n_enc_layers - 1, c.d_model, c.n_heads, c.ff_dim, dropout)
+        self.decoder = Blocks(c.n_dec_layers - 1, c.d_model, c.n_heads, c.ff_dim, dropout)
         self.quant_embed = nn.Linear(c.d_model, c.codebook_dim)
         self.post_quant_embed = nn.Linear(c.codebook_dim, c.d_model)
 

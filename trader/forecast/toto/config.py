@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trader.forecast.dropout import is_rate
 from trader.forecast.weights import CheckpointMismatch
 
 # The class names Datadog's checkpoints carry, from the original training code.
@@ -31,6 +32,9 @@ class TotoConfig:
     k_components: int = 24
     stabilize_with_global: bool = True
     scale_factor_exponent: float = 10.0
+    # Training only (eval mode never applies it): the rate toto-ts applies to the attention
+    # weights and after the feed-forward; 0.1 in Toto-Open-Base-1.0's config.json.
+    dropout: float = 0.1
 
     @property
     def head_dim(self) -> int:
@@ -60,6 +64,9 @@ class TotoConfig:
         distributions = config.get("output_distribution_classes", [STUDENT_T_MIXTURE])
         if list(distributions) != [STUDENT_T_MIXTURE]:
             raise refuse(f"output distribution {distributions} is not supported")
+        rate = config.get("dropout", 0.1)
+        if not is_rate(rate):
+            raise refuse(f"dropout {rate!r} is not a rate in [0, 1)")
         try:
             built = cls(
                 patch_size=int(config["patch_size"]),
@@ -72,6 +79,7 @@ class TotoConfig:
                 k_components=int((config.get("output_distribution_kwargs") or {})["k_components"]),
                 stabilize_with_global=bool(config.get("stabilize_with_global", True)),
                 scale_factor_exponent=float(config.get("scale_factor_exponent", 10.0)),
+                dropout=float(rate),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise refuse(f"missing or malformed {error}") from None

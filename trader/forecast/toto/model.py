@@ -10,6 +10,10 @@ Two entry points:
   and masks are computed from tensors on the device: no host sync, no shape that depends on
   the step, so a compiled decode does not recompile as the step or the context length change.
 
+Dropout, in training mode only, where toto-ts 0.2.0 has it (`toto/model/transformer.py`,
+`attention.py`): on the attention weights and after the SwiGLU feed-forward, at the config's
+one rate (training runs `prefill`; inference runs in eval mode, where no dropout is called).
+
 Numerics follow the reference: queries, keys and values are split "(qkv head_dim n_heads)"
 (heads innermost) and merged back "(n_heads head_dim)"; rotary angles are interleaved but the
 xPos scale is concatenated, its centre being each call's largest position // 2.
@@ -25,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trader.forecast.dropout import attention_rate, dropped
 from trader.forecast.toto.config import RMS_EPS, ROPE_THETA, XPOS_SCALE_BASE, TotoConfig
 
 
@@ -97,6 +102,7 @@ class Attention(nn.Module):
         self.heads, self.head_dim = config.num_heads, config.head_dim
         self.wQKV = nn.Linear(config.embed_dim, 3 * config.embed_dim)
         self.wO = nn.Linear(config.embed_dim, config.embed_dim)
+        self.attn_dropout = nn.Dropout(config.dropout)  # its rate, for the attention weights
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """[N, L, E] -> three [N, H, L, D]."""
@@ -118,18 +124,27 @@ class Layer(nn.Module):
         self.norm1 = RMSNorm(config.embed_dim)
         self.norm2 = RMSNorm(config.embed_dim)
         self.attention = Attention(config)
-        self.mlp = nn.ModuleList([SwiGLU(config.embed_dim, config.mlp_hidden_dim)])
+        # As the reference's Sequential(SwiGLU, Dropout): the dropout holds no tensor.
+        self.mlp = nn.ModuleList(
+            [SwiGLU(config.embed_dim, config.mlp_hidden_dim), nn.Dropout(config.dropout)]
+        )
+
+    @property
+    def attention_dropout(self) -> float:
+        """The attention weights' rate: the config's in training mode, 0 in eval mode."""
+        return attention_rate(self.attention.attn_dropout)
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         swiglu = cast(SwiGLU, self.mlp[0])
-        return x + swiglu(self.norm2(x))
+        return x + dropped(cast(nn.Dropout, self.mlp[1]), swiglu(self.norm2(x)))
 
     def across_variates(self, x: torch.Tensor) -> torch.Tensor:
         """Space-wise attention: every variate of a series at the same patch, unmasked."""
         b, v, length, e = x.shape
         flat = self.norm1(x).transpose(1, 2).reshape(b * length, v, e)
         q, k, val = self.attention.qkv(flat)
-        out = self.attention.merge(F.scaled_dot_product_attention(q, k, val))
+        out = F.scaled_dot_product_attention(q, k, val, dropout_p=self.attention_dropout)
+        out = self.attention.merge(out)
         return x + out.view(b, length, v, e).transpose(1, 2)
 
 
@@ -220,7 +235,9 @@ class TotoModel(nn.Module):
                 q, k = backbone.transformer.rotary(q, k, positions)
                 keys.append(k)
                 values.append(val)
-                out = F.scaled_dot_product_attention(q, k, val, is_causal=True)
+                out = F.scaled_dot_product_attention(
+                    q, k, val, dropout_p=layer.attention_dropout, is_causal=True
+                )
                 x = x + layer.attention.merge(out).view(b, v, length, e)
             x = layer.feed_forward(x)
         hidden = x if every_patch else x[:, :, -1:]
