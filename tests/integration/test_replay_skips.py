@@ -170,3 +170,24 @@ def test_a_backtest_logs_a_run_of_skips_as_the_daemon_does(tmp_path):
     assert counts["symbol still skipped"] == sum(reasons.values()) // 100
     (end,) = [e for e in said_ if e["event"] == "symbol no longer skipped"]
     assert end["reasons"] == dict(reasons)
+
+
+def test_a_replay_stopped_before_it_booked_anything_says_so_and_fails(tmp_path: Path):
+    """A SIGTERM during start-up can leave a ledger that is migrated and holds no account yet:
+    the verdict reads it without a traceback, says the replay booked no tick, and fails."""
+    from trader.backtest.replay_verdict import end_replay, read_verdict  # noqa: PLC0415
+    from trader.ledger.database import Database  # noqa: PLC0415
+
+    ledger = tmp_path / "ledger.db"
+
+    async def made_only() -> None:
+        await (await Database.open(ledger)).close()
+
+    asyncio.run(made_only())
+    verdict = read_verdict(ledger, ["SOL/USDT"], 0.5)
+    out = io.StringIO()
+    with capture_logs() as logs:
+        code = end_replay(verdict, accepted=True, out=out)
+    assert code == EX_FAILED
+    assert out.getvalue() == "trader run --replay did not do what was asked: it booked no tick\n"
+    assert [log["event"] for log in logs] == ["replay booked no tick"]

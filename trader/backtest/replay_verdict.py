@@ -25,6 +25,10 @@ def read_verdict(ledger: Path, symbols: Sequence[str], limit: float) -> SkipVerd
 def end_replay(verdict: SkipVerdict, *, accepted: bool, out: TextIO) -> int:
     """Say the verdict on `out` (the command's first lines of output: its log goes to stderr),
     and in the log when it fails the run; the exit status."""
+    if verdict.ticks == 0:  # stopped (or failed) before its first tick: nothing to judge
+        out.write("trader run --replay did not do what was asked: it booked no tick\n")
+        get_logger("trader.replay").error("replay booked no tick")
+        return EX_FAILED
     out.write(verdict.text("trader run --replay", ACCEPT, accepted))
     if not verdict.fails:
         return EX_OK  # the daemon's last line stays its own "stopped"

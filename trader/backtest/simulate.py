@@ -214,7 +214,8 @@ def _flat_reasons(c: sqlite3.Connection) -> Counter[str]:
 def _read_books(
     c: sqlite3.Connection,
 ) -> tuple[float, Counter[str], Counter[str], tuple[StateChange, ...]]:
-    (starting,) = c.execute("SELECT starting_cash FROM account").fetchone()
+    account = c.execute("SELECT starting_cash FROM account").fetchone()
+    starting = account[0] if account else 0  # none: stopped before it booked anything
     decisions = Counter(
         dict(c.execute("SELECT direction, count(*) FROM decisions GROUP BY direction").fetchall())
     )

@@ -100,19 +100,23 @@ def _connect(path: Path, durable: bool = True, new: bool = False) -> sqlite3.Con
 
 
 def migrate(connection: sqlite3.Connection) -> int:
-    """Apply the migrations this file does not have yet; return the schema version."""
-    (version,) = connection.execute("PRAGMA user_version").fetchone()
-    if version > len(MIGRATIONS):
-        raise LedgerError(
-            f"the ledger has schema version {version}, newer than this trader "
-            f"({len(MIGRATIONS)}): upgrade trader or point ledger.path elsewhere"
-        )
-    for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+    """Apply the migrations this file does not have yet; return the schema version. The
+    version is read under the write lock, one migration at a time: another connection that
+    migrated the file meanwhile (a replay's verdict opening the ledger while the daemon it
+    stopped still finishes its own start) leaves nothing to apply twice."""
+    while True:
         with transaction(connection):
-            for statement in filter(str.strip, script.split(";")):
+            (version,) = connection.execute("PRAGMA user_version").fetchone()
+            if version > len(MIGRATIONS):
+                raise LedgerError(
+                    f"the ledger has schema version {version}, newer than this trader "
+                    f"({len(MIGRATIONS)}): upgrade trader or point ledger.path elsewhere"
+                )
+            if version == len(MIGRATIONS):
+                return len(MIGRATIONS)
+            for statement in filter(str.strip, MIGRATIONS[version].split(";")):
                 connection.execute(statement)
-            connection.execute(f"PRAGMA user_version = {number}")
-    return len(MIGRATIONS)
+            connection.execute(f"PRAGMA user_version = {version + 1}")
 
 
 class Database:
