@@ -17,7 +17,9 @@ from trader.clock import Clock, SimulatedClock
 from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
 from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
+from trader.domain.capital_ramp import LiveCapital
 from trader.engine.pipeline import Engine
+from trader.engine.planning import Planner
 from trader.engine.report import EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
 
@@ -133,7 +135,9 @@ async def build_engine(
     market = market or MarketDataStep(
         feed,
         settings.market,
-        store=BarStore(database, keep=settings.market.context_bars * 2),
+        store=BarStore(
+            database, settings.market.context_bars * 2, settings.ledger.bar_retention_days
+        ),
         calendars=calendars,
     )
     instruments: Mapping[str, Instrument] = FeedInstruments(feed, settings.market.symbols)
@@ -323,6 +327,8 @@ async def run_replay(
     inference: Executor | None = None,
     halt_policy: HaltPolicy = "wait",
     calendars: ReplayCalendars | None = None,
+    ticks: Sequence[datetime] | None = None,
+    capital: LiveCapital | None = None,
 ) -> ReplaySummary:
     """Drive the engine over `recordings`, resuming after the ledger's last completed tick.
     `begin`/`end` keep the ticks in that span (bars before it still fill the first windows);
@@ -330,8 +336,11 @@ async def run_replay(
     runs the forecasters (default: a worker thread); `halt_policy`: what ends a stop of the
     loss or drawdown limit (a backtest's `on_halt`; the daemon's waits for a person);
     `calendars`: the recordings' markets, when already worked out (else inferred or built from
-    the settings). A write the ledger's disk refuses ends the replay at that tick with
-    `LedgerWriteFailed` (run it again once there is space: it resumes)."""
+    the settings); `ticks`: the tick times to run instead of the recordings' bar closes (a
+    daemon's own, settle delay and all: `trader shortfall`); `capital`: the share of equity
+    sizing may use, a live daemon's (`trader shortfall` replays it on the paper broker). A
+    write the ledger's disk refuses ends the replay at that tick with `LedgerWriteFailed` (run
+    it again once there is space: it resumes)."""
     log = get_logger("trader.replay")
     settings = replay_settings(settings, recordings)
     replay = calendars or replay_calendars(settings.market, recordings)
@@ -341,6 +350,13 @@ async def run_replay(
             (await TradingLedger(database).last_tick()) if settings.ledger.path.exists() else None
         )
         times = replay_times(settings, replay, last, begin=begin, end=end)
+        if ticks is not None:
+            full = replay_times(settings, replay, None)  # from every symbol's first full window
+            times = [
+                t for t in ticks
+                if full and t >= full[0] and (last is None or t > last)
+                and (begin is None or t >= begin) and (end is None or t <= end)
+            ]  # fmt: skip
         if not times:
             return ReplaySummary(0, None, None, last, Decimal(0))
         venue = replay_venue(settings, replay, times, speed, resume_after=last)
@@ -348,6 +364,8 @@ async def run_replay(
             settings, venue.feed, database, times[0], forecasters=forecasters, hooks=hooks,
             inference=inference, halt_policy=halt_policy, calendars=venue.calendars,
         )  # fmt: skip
+        if capital is not None:
+            engine.planner = Planner(settings.strategy, settings.risk, capital)
         log.info(
             "replay",
             ticks=len(times),

@@ -5,8 +5,9 @@
 
 `panels()` declares the panels in order, with the helpers of panel_kit.py beside this file;
 rows of their own live in the modules beside it (session_panels.py: the clock, sessions,
-schedule and calendars; feed_panels.py: the bars; skill_panels.py; process_panels.py). The SDK
-lays them out left to right and starts a new line when one is full: keep each line 24 wide.
+schedule and calendars; feed_panels.py: the bars; cost_panels.py: fills' costs against the
+model; skill_panels.py; process_panels.py). The SDK lays them out left to right and starts
+a new line when one is full: keep each line 24 wide.
 Every query reads only metrics the daemon exports (tests check each name against a running
 daemon's /metrics) plus Prometheus's own `up`, and every metric the daemon exports is on the
 dashboard or the rules unless tests/deploy_queries.py's LEFT_OFF says why not (process_panels.py
@@ -28,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # as a script it is; loaded by file (the tests) it is not
     sys.path.insert(0, str(HERE))
 
+from cost_panels import cost_panels  # noqa: E402
 from feed_panels import bar_panels  # noqa: E402
 from panel_kit import (  # noqa: E402
     AMBER,
@@ -415,6 +417,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         .unit("percentunit")
         .min(0)
         .span(24),
+        *cost_panels(),
         *skill_panels(),
         db.Row("MQTT"),
         timeseries(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Daemon, clean_env
+from tests.integration.conftest import Cli, Daemon, clean_env
 from tests.integration.loopback import http_get
 from tests.recorded import excerpt
 
@@ -37,6 +37,21 @@ def daemon_env(tmp: Path, **extra: str) -> dict[str, str]:
         "TRADER_MARKET__REPLAY_PRICE_STEP": "0.0001",
     }
     return clean_env(**(settings | extra))
+
+
+# AAPL's daily bars (tests/data) as the daemon trades a stock in New York's sessions.
+AAPL_SESSIONS = {
+    "TRADER_MARKET__CALENDAR": "XNYS", "TRADER_STRATEGY__NAME": "simple",
+    "TRADER_MARKET__CONTEXT_BARS": "48", "TRADER_MARKET__REPLAY_PRICE_STEP": "0.01",
+    "TRADER_MARKET__REPLAY_AMOUNT_STEP": "1", "TRADER_LEDGER__BAR_RETENTION_DAYS": "400",
+}  # fmt: skip
+
+
+def paper_run(cli: Cli, tmp: Path, data: Path, *args: str, **extra: str) -> Path:
+    """`trader run --replay` of `data` into the test's ledger (exit 0 asserted); the ledger."""
+    done = cli.run("run", "--replay", str(data), *args, env=daemon_env(tmp, **extra))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tmp / "ledger.sqlite3"
 
 
 def metrics_port(daemon: Daemon, timeout: float = 60.0) -> int:

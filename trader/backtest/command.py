@@ -22,6 +22,7 @@ from trader.exit_codes import (
 from trader.private_files import UnsafePath
 
 if TYPE_CHECKING:
+    from trader.backtest.measured_costs import CostsFile
     from trader.backtest.run import Backtest
     from trader.config import LoadedSettings
     from trader.config.loader import DataLayer
@@ -51,6 +52,7 @@ class BacktestRequest:
     yes: bool = False
     log_level: str | None = None  # what the command line asked of logging (grid workers too)
     log_format: str | None = None
+    costs_from: Path | None = None  # a measured-costs file (`trader shortfall` writes it)
 
     @property
     def is_grid(self) -> bool:
@@ -95,6 +97,28 @@ def _recordings(request: BacktestRequest) -> tuple[list[Recording], DataLayer]:
         raise _Refused(EX_DATAERR, str(error)) from None
 
 
+def _costs_file(request: BacktestRequest) -> CostsFile | None:
+    if request.costs_from is None:
+        return None
+    from trader.backtest.measured_costs import (  # noqa: PLC0415
+        CostsFileError,
+        grid_conflicts,
+        read_costs_file,
+    )
+
+    try:
+        measured = read_costs_file(request.costs_from)
+    except CostsFileError as error:
+        raise _Refused(EX_DATAERR, f"--costs-from {error}") from None
+    if conflicts := grid_conflicts(measured, request.grid):
+        raise _Refused(
+            EX_ARGUMENTS,
+            f"--grid {', '.join(conflicts)} and --costs-from {measured.path} both set it: "
+            "leave the key out of the grid, or the file out",
+        )
+    return measured
+
+
 def run_backtest_command(
     request: BacktestRequest, load: Callable[[DataLayer], LoadedSettings]
 ) -> int:
@@ -104,10 +128,19 @@ def run_backtest_command(
         if misuse := request.grid_misuse():
             raise _Refused(EX_ARGUMENTS, misuse)
         recordings, layer = _recordings(request)
+        measured = _costs_file(request)
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
-    settings = load(layer).settings
+    loaded = load(layer)
+    settings, calibration = loaded.settings, None
+    if measured is not None:
+        from trader.backtest.measured_costs import calibrate  # noqa: PLC0415
+
+        calibration = calibrate(measured, settings, loaded.origins)
+        settings = calibration.apply(settings)
+        # First, before any work: the costs this run takes from the file.
+        sys.stdout.write(f"{calibration.headline()}\n")
     # Imported here: numpy, matplotlib and the engine load only for this verb.
     from trader.backtest.findings import findings  # noqa: PLC0415
     from trader.backtest.report import (  # noqa: PLC0415
@@ -137,6 +170,7 @@ def run_backtest_command(
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
+    result.costs = calibration
     sys.stdout.write(terminal_summary(result, accepted=request.allow_skips))
     if request.out:
         try:

@@ -101,6 +101,8 @@ def terminal_summary(result: Backtest, *, accepted: bool = False) -> str:
             )
         lines.append("READ THIS FIRST" + verdict)
         lines += [f"  {'!' if f.fails else '-'} {f.text}" for f in found]
+    if result.costs is not None:
+        lines.append(result.costs.headline())
     lines.append(
         f"backtest {', '.join(result.symbols)} {result.settings.market.timeframe} "
         f"{_when(first)} .. {_when(last)} ({len(result.ticks_ms):,} ticks), "
@@ -164,6 +166,18 @@ def _parameters(result: Backtest) -> str:
         lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def _measured_parameters(result: Backtest) -> list[Block]:
+    if result.costs is None:
+        return []
+    return [
+        Paragraph(
+            f"Except the costs measured from `{result.costs.source.path}` (--costs-from), "
+            "which replace the settings' values, whatever their layer:"
+        ),
+        Bullets(result.costs.lines()),
+    ]
 
 
 def _record(result: Backtest) -> Table:
@@ -244,9 +258,13 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
             "against the mid by orders that crossed the spread."
         ),
     ]
+    if result.costs is not None:
+        blocks.insert(3, Bullets(result.costs.lines()))
+        blocks.insert(3, Paragraph(f"Costs calibrated (--costs-from): {result.costs.headline()}."))
     found = findings(result)
-    if found:
-        blocks.insert(1, Bullets([f.text for f in found]))
+    if found or result.costs is not None:
+        costs = [result.costs.headline()] if result.costs is not None else []
+        blocks.insert(1, Bullets([*costs, *(f.text for f in found)]))
         blocks.insert(1, Heading(2, "Read this first"))
     blocks += [Heading(2, "The data"), Bullets(result.notes or ["nothing to say"])]
     blocks += [Heading(2, "Equity and drawdown"), *images.get("equity", [])]
@@ -277,6 +295,7 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
             "(defaults < config file < environment), fixed before the first bar. There is no "
             "optimisation, so nothing here was tuned on the days reported."
         ),
+        *_measured_parameters(result),
         Code(_parameters(result)),
         Heading(2, "What the engine did"),
         _record(result),
@@ -356,6 +375,7 @@ def statistics_json(result: Backtest) -> dict[str, Any]:
         "annualisation": plain(result.annualisation),
         "findings": [plain(f) for f in findings(result)],
         "data_notes": result.notes,
+        "costs_from": None if result.costs is None else result.costs.as_dict(),
         "buy_and_hold_from": {s: _when(ms) for s, ms in result.held_from.items()},
         "risk_free_rate": result.settings.backtest.risk_free_rate,
         "lines": [

@@ -32,6 +32,7 @@ from trader.backtest.activity import (
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, CacheUse
 from trader.backtest.hold import buy_and_hold
+from trader.backtest.measured_costs import CostCalibration
 from trader.backtest.prepare import WHOLE, Period, Prepared, forecast_all, prepare
 from trader.backtest.quality import Quality, forecast_quality
 from trader.backtest.session import Replay, simulate
@@ -98,6 +99,7 @@ class Backtest:
     warnings: list[str] = field(default_factory=list)  # ... where that changes the figures
     held_from: dict[str, int] = field(default_factory=dict)  # buy-and-hold's first tick, ms
     splits: dict[str, tuple[SplitMove, ...]] = field(default_factory=dict)  # in traded prices
+    costs: CostCalibration | None = None  # --costs-from: which costs are measured, set after
 
     @property
     def symbols(self) -> list[str]:

@@ -91,11 +91,12 @@ def remove_ledger(path: Path) -> None:
 
 
 def strategy_settings(settings: Settings, strategy: str, ledger: Path) -> Settings:
-    """`settings` for a run of `strategy` on every symbol, with its own ledger."""
+    """`settings` for a run of `strategy` on every symbol, with its own ledger, which keeps
+    only the windows' bars (its bars are the files': nothing will replay them from it)."""
     return settings.model_copy(
         update={
             "strategy": settings.strategy.model_copy(update={"name": strategy, "per_symbol": {}}),
-            "ledger": settings.ledger.model_copy(update={"path": ledger}),
+            "ledger": settings.ledger.model_copy(update={"path": ledger, "bar_retention_days": 0}),
         }
     )
 

@@ -173,3 +173,15 @@ def advance(order: Order, venue: VenueOrder, fills: Sequence[Fill]) -> Order:
     ):
         return current.transition(OrderStatus.OPEN)
     return current
+
+
+def balance_totals(balance: Mapping[str, Any]) -> dict[str, Decimal]:
+    """Each asset's total in a `fetch_balance` answer: ccxt gives floats, our Alpaca adapter
+    the venue's exact decimal strings (cash after fractional-share fills has more digits than
+    a float keeps, and balances are compared exactly)."""
+    totals = balance.get("total") or {}
+    return {
+        str(asset): Decimal(value) if isinstance(value, str) else decimal_from_float(value)
+        for asset, value in totals.items()
+        if isinstance(value, int | float) or (isinstance(value, str) and value)
+    }

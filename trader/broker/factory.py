@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 
+from trader.broker.ccxt_orders import balance_totals
 from trader.broker.paper import PaperBroker
 from trader.broker.protocol import Broker
 from trader.broker.safety import StartRefused, take_live_locks, trading_capital
 from trader.config.schema import Settings
-from trader.domain import Instrument, decimal_from_float
+from trader.domain import Instrument
 from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.logging import get_logger
@@ -71,11 +72,7 @@ async def build_broker(
                     f"the venue's balances are needed once, when a live ledger is opened, and "
                     f"could not be read: {found.label}: {found.detail}{check}"
                 ) from error
-            baseline = {
-                str(asset): decimal_from_float(float(value))
-                for asset, value in (balances.get("total") or {}).items()
-                if isinstance(value, int | float)
-            }
+            baseline = balance_totals(balances)
             await ledger.set_baseline(baseline, now)
             get_logger("trader.broker").info(
                 "venue baseline taken", **{k: str(v) for k, v in sorted(baseline.items())}

@@ -22,16 +22,18 @@ from trader.cli import (
     finetune,
     forecast,
     ledger,
+    promote,
     reconcile,
     run,
     sandbox,
+    shortfall,
 )
 from trader.cli.options import common_options
 from trader.exit_codes import EX_CONFIG
 
 VERBS = (
     run, demo, download, forecast, backtest, evaluate, finetune, doctor, bench, reconcile,
-    ledger, sandbox, config,
+    ledger, sandbox, config, shortfall, promote,
 )  # fmt: skip
 
 

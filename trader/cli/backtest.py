@@ -50,6 +50,12 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
     add("--to", dest="end", type=utc_end, metavar="D", help="last tick, UTC (a date: all that day)")
     add("--out", type=Path, metavar="DIR", help="write the report, plots and ledgers here")
     add(
+        "--costs-from", type=Path, metavar="FILE",
+        help="costs measured from a daemon's fills (the costs.json `trader shortfall` writes): "
+        "its slippage, fees and spread replace the settings' (the report says which costs are "
+        "measured and which modelled)",
+    )  # fmt: skip
+    add(
         "--allow-skips",
         action="store_true",
         help="exit 0 even when symbols skipped more than backtest.max_skipped_share of their "
@@ -114,5 +120,6 @@ def run(args: argparse.Namespace) -> int:
         yes=args.yes,
         log_level=asked_level,
         log_format=args.log_format,
+        costs_from=args.costs_from,
     )
     return run_backtest_command(request, loader(args))

@@ -87,6 +87,21 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         default=Decimal(10_000),
         help="test cash in the account (USDT at Binance, USD at Alpaca)",
     )
+    parser.add_argument(
+        "--liquidity-share", type=_share, default=Decimal("0.1"), metavar="SHARE",
+        help="the share of a bar's volume a resting limit order may fill per bar (default "
+        "0.1; smaller: partial fills)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--slippage-bps", type=_decimal, default=Decimal(0), metavar="BPS",
+        help="market orders fill this many bps beyond the quoted touch (default 0), to test "
+        "what slippage costs",
+    )  # fmt: skip
+    parser.add_argument(
+        "--market-fill-share", type=_share, default=Decimal(1), metavar="SHARE",
+        help="a market order fills at most this share of its quantity, the rest expires "
+        "(default 1; less: partial fills)",
+    )  # fmt: skip
     parser.add_argument("--api-key", help="the test account's key (default: random)")
     parser.add_argument("--api-secret", help="the test account's secret (default: random)")
     parser.add_argument(
@@ -138,6 +153,9 @@ def run(args: argparse.Namespace) -> int:
         cash=args.cash,
         api_key=args.api_key,
         api_secret=args.api_secret,
+        liquidity_share=args.liquidity_share,
+        slippage_bps=args.slippage_bps,
+        market_fill_share=args.market_fill_share,
         venue=args.venue,
         timeframe=args.timeframe or "1m",
         start=args.start,
@@ -155,6 +173,13 @@ def _decimal(text: str) -> Decimal:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value.is_finite() or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative amount")
+    return value
+
+
+def _share(text: str) -> Decimal:
+    value = _decimal(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share above 0 and at most 1")
     return value
 
 

@@ -12,6 +12,13 @@ from trader.config.section import Port, PositiveSeconds, Section
 
 class LedgerSettings(Section):
     path: Path = Field(Path("var/trader.sqlite3"), description="SQLite ledger file")
+    bar_retention_days: int = Field(
+        35,
+        ge=0,
+        le=3660,
+        description="bars kept this many days back from the newest (beyond the windows' own), "
+        "so `trader shortfall` can replay a paper month; 0: the windows' bars only",
+    )
 
 
 class MetricsSettings(Section):

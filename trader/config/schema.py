@@ -5,6 +5,7 @@ Every field says what it is for: the descriptions become `config/default.toml`
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -20,8 +21,10 @@ from trader.config.daemon_settings import (
 from trader.config.finetune_settings import FinetuneSettings
 from trader.config.forecast_settings import ForecastSettings
 from trader.config.market_settings import ExchangeSettings, MarketSettings
+from trader.config.promote_settings import PromoteSettings, PromotionSettings
 from trader.config.trading_settings import BrokerSettings, RiskSettings, StrategySettings
 from trader.domain import quote_currency
+from trader.domain.capital_ramp import parse_ramp
 
 _INSTANCE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -49,6 +52,8 @@ class Settings(BaseSettings):
     log: LogSettings = LogSettings()
     backtest: BacktestSettings = BacktestSettings()
     finetune: FinetuneSettings = FinetuneSettings()
+    promote: PromoteSettings = PromoteSettings()
+    promotion: PromotionSettings = PromotionSettings()
 
     @classmethod
     def settings_customise_sources(
@@ -94,5 +99,23 @@ class Settings(BaseSettings):
         if unknown:
             raise ValueError(
                 f"strategy.per_symbol names symbols not in market.symbols: {', '.join(unknown)}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _ramp_anchored(self) -> Settings:
+        ramp = parse_ramp(self.broker.live_ramp)
+        if not ramp:
+            return self
+        if self.promotion.at is None:
+            raise ValueError(
+                "broker.live_ramp counts its days from promotion.at, which is not set: "
+                "`trader promote` writes both"
+            )
+        first = ramp[0].fraction
+        if first != Decimal(repr(self.broker.live_capital_fraction)):
+            raise ValueError(
+                f"broker.live_ramp starts at {first}, not at broker.live_capital_fraction "
+                f"{self.broker.live_capital_fraction}: the ramp's first step is the fraction"
             )
         return self

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator
 
 from trader.config.section import Fraction, Money, Section
+from trader.domain.capital_ramp import parse_ramp, ramp_text
 
 StrategyName = Literal["simple", "ci_guard", "maxdiff"]
 
@@ -102,8 +103,21 @@ class BrokerSettings(Section):
     )
     capital_share: Fraction = Field(
         1.0,
-        description="live: trade with at most this share of the account's cash balance when "
-        "the ledger's account is opened (0.1: start live with 10% of capital)",
+        description="live: the share of the account's cash balance this daemon's ledger "
+        "holds, fixed when the ledger's account is opened (0.5: two daemons share an "
+        "account); live_capital_fraction and its ramp size within it",
+    )
+    live_capital_fraction: Fraction = Field(
+        1.0,
+        description="live: size positions from at most this share of the ledger's equity "
+        "(`trader promote --fraction` writes it; 0.1: start live with 10% of the capital), "
+        "raised by live_ramp",
+    )
+    live_ramp: str = Field(
+        "",
+        description='live: raise that share in steps, e.g. "0.1:7d,0.25:14d,1.0" (10% for 7 '
+        "days, 25% for the next 14, then all), counted from promotion.at; its first step is "
+        "live_capital_fraction",
     )
     capital_limit: Money | None = Field(
         None, description="live: and with at most this much cash, whatever the balance"
@@ -126,3 +140,8 @@ class BrokerSettings(Section):
         "trade the same symbol of the same account (every daemon must see the same folder: "
         "under systemd or in a container use /run/trader/locks, not the private /tmp)",
     )
+
+    @field_validator("live_ramp")
+    @classmethod
+    def _ramp(cls, text: str) -> str:
+        return ramp_text(parse_ramp(text))  # DomainError (a ValueError) names a wrong step

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from trader.clock import Clock
 from trader.config.loader import ConfigError
+from trader.config.record import recorded_settings, settings_digest, settings_text
+from trader.config.schema import Settings
 from trader.daemon.reload import SettingsSource, apply_reload, plan_reload
 from trader.engine.pipeline import Engine
 from trader.engine.report import TickReport
+from trader.ledger.runs import record_reload
 from trader.logging import get_logger
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.base import Decision, DecisionContext, stand_aside
@@ -108,6 +112,7 @@ class Controller:
             return "refused: " + "; ".join(problems)[:300]
         if plan.applied:
             apply_reload(self.engine, plan.settings)
+            await self._record_settings(plan.settings)
             if self.flattening is not None:  # a flatten outlasts a reload
                 self.engine.strategies = {
                     s: FlattenStrategy(self.flattening) for s in self.engine.settings.market.symbols
@@ -121,6 +126,18 @@ class Controller:
             f"; needs a restart: {', '.join(plan.needs_restart)}" if plan.needs_restart else ""
         )
         return f"applied: {applied}{restart}"
+
+    async def _record_settings(self, settings: Settings) -> None:
+        """The settings in force from now, in the ledger (`trader shortfall` replays with
+        them); a write that fails is said, the reload stands."""
+        text = settings_text(recorded_settings(settings))
+        try:
+            await record_reload(
+                self.engine.ledger.database, settings_text=text, digest=settings_digest(text),
+                at=self.clock.now(), wall=datetime.now(UTC),
+            )  # fmt: skip
+        except Exception as error:
+            self._log.error("reloaded settings not recorded", error=repr(error))
 
     async def after_tick(self, report: TickReport) -> None:
         """Called under the tick lock after each tick: a flatten that has finished halts."""

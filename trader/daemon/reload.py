@@ -41,7 +41,7 @@ def plan_reload(running: Settings, loaded: Settings) -> ReloadPlan:
 def apply_reload(engine: Engine, settings: Settings) -> None:
     """Swap in the strategy and risk settings; called between ticks (under the tick lock)."""
     engine.settings = settings
-    engine.planner = Planner(settings.strategy, settings.risk)
+    engine.planner = Planner.of(settings)
     engine.strategies = strategies_for(
         settings.strategy, settings.market.symbols, both_sides=settings.exchange.rests_both_sides
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from trader.exit_codes import EX_ARGUMENTS, EX_CANTCREAT, EX_FAILED
+from trader.ledger.database import reading
 from trader.private_files import UnsafePath, open_private, owned_folder, write_file
 
 SYMBOL = "SOL/USDT"
@@ -202,7 +203,7 @@ def _progress(ledger: Path) -> tuple[int, str, str]:
     if not ledger.exists():
         return 0, "", ""
     try:
-        with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True, timeout=1) as c:
+        with reading(ledger, timeout_s=1) as c:
             done, at = c.execute("SELECT count(*), max(at) FROM ticks").fetchone()
             row = c.execute("SELECT equity FROM equity ORDER BY at DESC LIMIT 1").fetchone()
     except sqlite3.Error:

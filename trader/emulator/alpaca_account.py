@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any, Literal
 
 from trader.domain import decimal_from_float
@@ -305,7 +305,11 @@ def _changes(instrument: Instrument, trade: VenueTrade) -> list[tuple[str, Decim
 
 
 def _ratio(part: Decimal, whole: Decimal) -> Decimal:
-    return (part / abs(whole)).quantize(Decimal("0.00000001")) if whole else Decimal(0)
+    return (
+        (part / abs(whole)).quantize(Decimal("0.00000001"), ROUND_HALF_EVEN)
+        if whole
+        else Decimal(0)
+    )
 
 
 def _d(value: Decimal | int) -> Decimal:

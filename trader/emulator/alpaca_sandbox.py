@@ -133,7 +133,10 @@ async def open_alpaca_sandbox(settings: SandboxSettings) -> AlpacaSandbox:
     clock = SandboxClock(scaled)
     now = clock.now()
     market = EmulatedMarket(clock.now)
-    venue = Venue(market, CRYPTO_FEES, settings.liquidity_share, unique_client_ids=True)
+    venue = Venue(
+        market, CRYPTO_FEES, settings.liquidity_share, unique_client_ids=True,
+        slippage_bps=settings.slippage_bps, market_fill_share=settings.market_fill_share,
+    )  # fmt: skip
     begins, ends = now, now
     for recording in settings.recordings:
         calendar = names.get(recording.symbol, CONTINUOUS)

@@ -118,7 +118,13 @@ async def open_sandbox(settings: SandboxSettings) -> Sandbox:
             )
         market.add_listing(Instrument(recording.symbol), bars)
         ends = max(ends, bars[-1].end)
-    venue = Venue(market, settings.fees, settings.liquidity_share)
+    venue = Venue(
+        market,
+        settings.fees,
+        settings.liquidity_share,
+        slippage_bps=settings.slippage_bps,
+        market_fill_share=settings.market_fill_share,
+    )
     key = settings.api_key or "sandbox-" + secrets.token_hex(8)
     secret = settings.api_secret or secrets.token_hex(24)
     assets = {settings.currency: settings.cash}

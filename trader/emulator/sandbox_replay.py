@@ -50,6 +50,8 @@ class SandboxSettings:
     api_secret: str | None = None
     fees: Fees = field(default_factory=Fees)
     liquidity_share: Decimal = Decimal("0.1")
+    slippage_bps: Decimal = Decimal(0)  # takers fill this far beyond the quoted touch
+    market_fill_share: Decimal = Decimal(1)  # a market order fills this share, the rest expires
     venue: Literal["binance", "alpaca"] = "binance"
     # Alpaca's: its bar length, the venue's time at the start (None: the wall clock's), how
     # long its clock stands there first, and each stock's exchange calendar (a symbol

@@ -9,6 +9,7 @@ price path, by Binance spot's rules.
   price (a buy when the bar's low is below it, a sell when the high is above it), at its
   price, for at most `liquidity_share` of the bar's volume per bar: larger orders fill in
   parts, bar by bar. Maker fee.
+- `slippage_bps` and `market_fill_share`: costs a test injects (`trader.emulator.injected`).
 - Commission is charged in the asset received (base for a buy, quote for a sell), rounded to
   eight decimals, as Binance does without BNB fee payment.
 - Balances are checked and locked when an order is placed: a buy limit locks its quote, a sell
@@ -27,6 +28,7 @@ from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 
 from trader.domain import Bar, decimal_from_float
+from trader.emulator.injected import left_unfilled, slipped
 from trader.emulator.market import EmulatedMarket, Instrument
 
 EIGHT = Decimal("0.00000001")
@@ -155,6 +157,8 @@ class Venue:
     on_change: list[Callable[[Account, VenueOrder, VenueTrade | None], None]] = field(
         default_factory=list
     )
+    slippage_bps: Decimal = Decimal(0)  # takers fill this much beyond the quoted touch
+    market_fill_share: Decimal = Decimal(1)  # the share of a market order the book holds
     _next_order: int = 1
     _next_trade: dict[str, int] = field(default_factory=dict)
     _synced: dict[int, datetime] = field(default_factory=dict)  # order id -> last bar end met
@@ -246,6 +250,10 @@ class Venue:
             (touch + n * step, LEVEL_SIZE + n) for n in range(BOOK_LEVELS) if touch + n * step > 0
         ]
 
+    def taker_levels(self, instrument: Instrument, side: str) -> list[tuple[Decimal, Decimal]]:
+        """The levels a taker fills at: the book's, moved by any slippage injected."""
+        return slipped(self.levels(instrument, side), self.slippage_bps, instrument.tick_size, side)
+
     def _lock(self, account: Account, instrument: Instrument, order: VenueOrder) -> None:
         """Reserve what the order may spend; market orders are checked against what they
         would cost on the book now."""
@@ -268,7 +276,7 @@ class Venue:
 
     def _cost(self, instrument: Instrument, side: str, quantity: Decimal) -> Decimal:
         cost, left = Decimal(0), quantity
-        for price, size in self.levels(instrument, side):
+        for price, size in self.taker_levels(instrument, side):
             take = min(left, size)
             cost += take * price
             left -= take
@@ -278,14 +286,16 @@ class Venue:
 
     def _take(self, account: Account, instrument: Instrument, order: VenueOrder) -> None:
         """The order meets the book for whatever part of it is marketable now."""
-        for price, size in self.levels(instrument, order.side):
-            if order.remaining <= 0:
+        share = self.market_fill_share if order.type == "MARKET" else Decimal(1)
+        unfilled = left_unfilled(order.quantity, share, instrument.step_size)
+        for price, size in self.taker_levels(instrument, order.side):
+            if order.remaining <= unfilled:
                 break
             if order.price is not None and (
                 price > order.price if order.side == "BUY" else price < order.price
             ):
                 break
-            qty = min(order.remaining, size)
+            qty = min(order.remaining - unfilled, size)
             self._trade(account, instrument, order, price, qty, maker=False, at=self.clock())
 
     def sync(self, account: Account) -> None:

@@ -108,5 +108,7 @@ def settle(
         drawdown=drawdown,
         status=risk.status,
         day=risk.day,
+        quotes=report.quotes,
+        refusals=report.refusals,
     )
     return record, change

@@ -80,7 +80,7 @@ class Engine:
         self.ledger = ledger
         self.instruments = instruments
         self.hooks = hooks or NoHooks()
-        self.planner = Planner(settings.strategy, settings.risk)
+        self.planner = Planner.of(settings)
         self.costs = Costs(
             float(settings.broker.taker_fee_bps), float(settings.broker.maker_fee_bps)
         )

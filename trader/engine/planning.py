@@ -4,7 +4,8 @@ At market: hold the target (a share of equity, capped by the risk limits) in the
 direction. A position already held in that direction is topped up to its target but never
 trimmed, so equity moving does not churn it; flat means close it. Resting limits replace the
 symbol's resting orders every tick. Every order is at most `max_order_notional`: a larger
-move takes several ticks.
+move takes several ticks. Live, targets are sized from `broker.live_capital_fraction` of the
+equity (or its ramp's step that day): the rest of the account is never put at risk.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from functools import cached_property
 
+from trader.config.schema import Settings
 from trader.config.trading_settings import RiskSettings, StrategySettings
 from trader.domain import (
     ZERO,
@@ -25,6 +27,7 @@ from trader.domain import (
     Quote,
     Side,
 )
+from trader.domain.capital_ramp import LiveCapital, parse_ramp
 from trader.risk.sizing import order_size, target_amount
 from trader.strategy.base import AtMarket, Decision, RestingLimits
 
@@ -72,10 +75,24 @@ class OrderPlan:
     intents: tuple[Intent, ...]
 
 
+def live_capital(settings: Settings) -> LiveCapital | None:
+    """The share of equity live sizing may use (None: paper and backtests size from all)."""
+    broker = settings.broker
+    if broker.mode != "live":
+        return None
+    fraction = Decimal(repr(broker.live_capital_fraction))
+    return LiveCapital(fraction, parse_ramp(broker.live_ramp), settings.promotion.at)
+
+
 @dataclass(frozen=True)
 class Planner:
     strategy: StrategySettings
     risk: RiskSettings
+    capital: LiveCapital | None = None  # live: the share of equity sizing may use
+
+    @classmethod
+    def of(cls, settings: Settings) -> Planner:
+        return cls(settings.strategy, settings.risk, live_capital(settings))
 
     def plan(
         self,
@@ -93,11 +110,15 @@ class Planner:
         return OrderPlan(tuple(book.resting), tuple(intents))
 
     def _target(
-        self, direction: Direction, price: Decimal, instrument: Instrument, book: Book
-    ) -> Decimal:
+        self, direction: Direction, price: Decimal, instrument: Instrument, book: Book,
+        at: datetime,
+    ) -> Decimal:  # fmt: skip
+        equity = book.equity
+        if self.capital is not None:
+            equity = equity * self.capital.share(at)
         return target_amount(
             direction,
-            equity=book.equity,
+            equity=equity,
             price=price,
             instrument=instrument,
             fraction=self.strategy.position_fraction,
@@ -143,7 +164,7 @@ class Planner:
     ) -> Intent | None:
         """The market order that holds `direction` (None: none is needed, or none tradable)."""
         held = book.position
-        target = self._target(direction, quote.mid, instrument, book)
+        target = self._target(direction, quote.mid, instrument, book, at)
         same_way = held != 0 and target != 0 and (held > 0) == (target > 0)
         delta = (target - held) if not same_way or abs(target) > abs(held) else ZERO
         if delta == 0:
@@ -178,7 +199,7 @@ class Planner:
                 wanted = abs(held)
             else:
                 direction = Direction.LONG if side is Side.BUY else Direction.SHORT
-                wanted = abs(self._target(direction, price, instrument, book)) - abs(held)
+                wanted = abs(self._target(direction, price, instrument, book, at)) - abs(held)
             amount = self._size(wanted, price, instrument) if wanted > 0 else ZERO
             if amount == 0:
                 continue

@@ -14,9 +14,14 @@ def _ms(bar: Bar) -> int:
 
 
 class BarStore:
-    def __init__(self, database: Database, keep: int) -> None:
+    def __init__(self, database: Database, keep: int, retention_days: int = 0) -> None:
         self._db = database
-        self.keep = keep  # newest bars kept per symbol and timeframe
+        self.keep = keep  # newest bars kept per symbol and timeframe, at least
+        # And every bar this many days back from the newest: `trader shortfall` replays a
+        # daemon's period on the bars it decided on, not only the last windows'. Days, not a
+        # count, because that is how a comparison's period is asked for; bounded all the same
+        # (a month of 1-minute bars is some 45,000 rows, a few MB, per symbol).
+        self.retention_ms = retention_days * 86_400_000
 
     async def save(self, bars: Sequence[Bar]) -> None:
         """Upsert `bars` (any symbols) and keep only the newest `keep` of each series."""
@@ -39,11 +44,15 @@ class BarStore:
                        quote_volume = excluded.quote_volume""",
                     rows,
                 )
+                # Older than both the `keep`-th newest and the retention (fewer than `keep`
+                # bars: min() is NULL and nothing goes).
                 connection.executemany(
-                    """DELETE FROM bars WHERE symbol = ? AND timeframe = ? AND start_ms < (
-                         SELECT start_ms FROM bars WHERE symbol = ? AND timeframe = ?
-                         ORDER BY start_ms DESC LIMIT 1 OFFSET ?)""",
-                    [(s, tf, s, tf, self.keep - 1) for s, tf in series],
+                    """DELETE FROM bars WHERE symbol = ? AND timeframe = ? AND start_ms < min(
+                         (SELECT start_ms FROM bars WHERE symbol = ? AND timeframe = ?
+                          ORDER BY start_ms DESC LIMIT 1 OFFSET ?),
+                         (SELECT max(start_ms) FROM bars WHERE symbol = ? AND timeframe = ?)
+                          - ?)""",
+                    [(s, tf, s, tf, self.keep - 1, s, tf, self.retention_ms) for s, tf in series],
                 )
 
         # Bars can always be fetched again: their writes need not wait for the disk.

@@ -61,6 +61,24 @@ def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+@contextmanager
+def reading(path: Path, timeout_s: float = 5) -> Iterator[sqlite3.Connection]:
+    """A connection that only reads a ledger (a daemon may be writing it), closed on leaving.
+    Read-write with `query_only` where the file allows, so that the last connection to close
+    removes the -wal and -shm files as a writer's does (a `mode=ro` one cannot, and leaves
+    them beside the ledger); `mode=ro` where the file is read-only. sqlite3.Error else."""
+    uri = path.resolve().as_uri()  # escapes '?' and '#' in a name
+    try:
+        connection = sqlite3.connect(f"{uri}?mode=rw", uri=True, timeout=timeout_s)
+    except sqlite3.OperationalError:
+        connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout_s)
+    try:
+        connection.execute("PRAGMA query_only = ON")
+        yield connection
+    finally:
+        connection.close()
+
+
 SIDE_FILES = ("-wal", "-shm", "-journal")
 
 

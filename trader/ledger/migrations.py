@@ -228,4 +228,54 @@ MIGRATIONS: tuple[str, ...] = (
         latest TEXT NOT NULL
     );
     """,
+    # 10: what `trader shortfall` needs to replay a daemon's period through the backtest.
+    # `run_settings`: the effective settings each start ran with (JSON by setting key, secrets
+    # left out), once per digest; `daemon_runs`: one row per start (`began_by` "start") or
+    # settings reload ("reload": the strategy and risk sections changed while running), its
+    # end (NULL: still running, or it was killed), the code version and the broker and venue
+    # it traded on, so each stretch is replayed with the settings in force then and restarts
+    # are seen.
+    # `decision_quotes`: the bid/ask each decision was made on and its source (real,
+    # modelled, synthetic), against which a fill's spread and slippage are measured.
+    # `late_ticks`: the ticks the loop ran late or missed (later than the misfire grace),
+    # with how late: the `ticks` table keeps only the ticks that ran, at their bar close.
+    # `risk_refusals`: the orders the risk checks refused, by tick, symbol and rule.
+    """
+    CREATE TABLE run_settings (
+        digest TEXT PRIMARY KEY,
+        settings TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE daemon_runs (
+        id INTEGER PRIMARY KEY,
+        began_by TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        wall_started_at TEXT NOT NULL,
+        stopped_at TEXT,
+        settings_digest TEXT NOT NULL REFERENCES run_settings (digest),
+        version TEXT NOT NULL,
+        broker TEXT NOT NULL,
+        venue TEXT NOT NULL
+    );
+    CREATE TABLE decision_quotes (
+        tick TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        bid TEXT NOT NULL,
+        ask TEXT NOT NULL,
+        source TEXT NOT NULL,
+        quoted_at TEXT NOT NULL,
+        PRIMARY KEY (tick, symbol)
+    ) WITHOUT ROWID;
+    CREATE TABLE late_ticks (
+        at TEXT PRIMARY KEY,
+        lateness_s REAL NOT NULL,
+        missed INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE risk_refusals (
+        tick TEXT NOT NULL,
+        symbol TEXT NOT NULL,
+        rule TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (tick, symbol, rule)
+    ) WITHOUT ROWID;
+    """,
 )

@@ -13,7 +13,7 @@ import json
 import operator
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -28,6 +28,7 @@ from trader.domain import (
     OrderType,
     Portfolio,
     Position,
+    Quote,
     Side,
     Signal,
 )
@@ -45,6 +46,7 @@ from trader.ledger.codec import (
 from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.ledger.fees import derive_portfolio
 from trader.ledger.forecast_rows import forecast_row
+from trader.ledger.tick_rows import DECISION_QUOTES, RISK_REFUSALS, quote_rows, refusal_rows
 from trader.ledger.trading_state import (
     SET_STATE,
     read_status,
@@ -53,6 +55,7 @@ from trader.ledger.trading_state import (
     write_status_event,
 )
 from trader.ledger.write_failure import refused_writes
+from trader.risk.engine import Verdict
 from trader.risk.marks import DayMarks
 from trader.risk.state import TradingStatus
 
@@ -110,6 +113,10 @@ class TickRecord:
     drawdown: float
     status: TradingStatus
     day: DayMarks | None
+    # The quotes the tick priced with (each decision's is kept), and what the risk checks
+    # refused, by symbol (`tick_rows`).
+    quotes: Mapping[str, Quote] = field(default_factory=dict)
+    refusals: Sequence[tuple[str, Verdict]] = ()
 
 
 def _order_row(order: Order, at: datetime) -> tuple[object, ...]:
@@ -345,6 +352,8 @@ def _write_ticks(
             for s in record.decisions
         ],
     )
+    c.executemany(DECISION_QUOTES, quote_rows((t, r.decisions, r.quotes) for t, r in dated))
+    c.executemany(RISK_REFUSALS, refusal_rows((t, r.refusals) for t, r in dated))
     c.executemany(
         "INSERT OR REPLACE INTO equity VALUES (?, ?, ?, ?, ?)",
         [

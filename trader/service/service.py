@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack, suppress
+from datetime import UTC, datetime
 
 from trader.config import LoadedSettings
 from trader.config.loader import load_from_environment
@@ -22,6 +23,7 @@ from trader.runner import model_names, replay_settings
 from trader.service.control_surface import ControlSurface
 from trader.service.exchange import ExchangeConnection
 from trader.service.parts import Parts, ReplayRequest, StartupFailed, StopRequest
+from trader.service.promotion import say_promotion
 from trader.service.shutdown import shut_down, stop_background
 from trader.service.startup import Startup
 from trader.service.status import log_start, publish_status
@@ -61,6 +63,8 @@ class Service:
         if refusal is not None:
             self._log.error("refusing to start", reason=refusal)
             return EX_CONFIG
+        # Live without `trader promote`'s record: allowed, said once, first.
+        say_promotion(self.parts.settings, datetime.now(UTC), self._log)
         for key, where in sorted(loaded.secrets_in_files.items()):
             self._log.warning(
                 "a secret is in a config file", key=key, file=where,

@@ -52,6 +52,7 @@ from trader.service.control_surface import ControlSurface
 from trader.service.exchange import ExchangeConnection
 from trader.service.jobs import ScheduledJobs, reconcile
 from trader.service.parts import Parts, StartupFailed
+from trader.service.run_record import record_run
 from trader.service.shutdown import close_ledger
 from trader.service.skill import start_skill
 from trader.service.status import model_fields, publish_status, runtime, status_text
@@ -81,6 +82,7 @@ class Startup:
         venue = self._make_venue(await TradingLedger(database).last_tick())
         if venue is None:
             return  # a replay with every tick in the ledger already
+        await record_run(parts.settings, database, venue, stack, self.log)
         worker = InferenceWorker(str(device.device))
         engine = await self._recover(stack, database, venue, worker, device)
         lock = asyncio.Lock()

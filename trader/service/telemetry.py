@@ -18,6 +18,7 @@ from trader.service.health import publish_verdict
 from trader.service.parts import Parts, StartupFailed
 from trader.service.status import publish_status
 from trader.telemetry.calendar_metrics import CalendarMetrics, configured_calendars
+from trader.telemetry.fill_cost_metrics import CostModel
 from trader.telemetry.http import HttpEndpoint
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.mqtt import MqttLink
@@ -38,6 +39,7 @@ async def start_telemetry(
         simulated_clock=parts.replay is not None,  # the clock itself comes with the venue
     )
     metrics.set_risk_limits(settings.risk)
+    metrics.fill_costs.use_model(CostModel.of(settings))  # what the fills' costs compare with
     # The engine's settings once it exists: a reload swaps them (the timeframe, the quote age).
     metrics.schedule.use_settings(lambda: parts.engine.settings if parts.engine else parts.settings)
     parts.skill_metrics = SkillMetrics(

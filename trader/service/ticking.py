@@ -4,18 +4,23 @@ daemon learns from each one (data freshness, whether the exchange answered, late
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from structlog.typing import FilteringBoundLogger as Logger
 
 from trader.daemon.ticks import TickLoop
 from trader.engine.report import TickReport
+from trader.ledger.runs import LateTick, record_late
 from trader.risk.state import TradingStatus
 from trader.service.exchange import ExchangeConnection
 from trader.service.parts import Parts, StartupFailed
 from trader.service.skill import observe_skill
 from trader.service.status import publish_status
+
+# A tick this late (past its bar close and settle delay) is kept in the ledger as late: a
+# second is far beyond a healthy loop's lag, and short beside a bar.
+LATE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class Ticking:
     parts: Parts
     exchange: ExchangeConnection
     log: Logger
+    late: list[LateTick] = field(default_factory=list)  # to book with the next tick
 
     def loop(self, lock: asyncio.Lock) -> TickLoop:
         parts = self.parts
@@ -46,6 +52,12 @@ class Ticking:
             except StartupFailed as failed:
                 self.log.error("market data", reason=failed.reason)
         report = await engine.tick(at)
+        if self.late:
+            late, self.late[:] = list(self.late), []
+            try:
+                await record_late(engine.ledger.database, late)
+            except Exception as error:  # said; the tick itself is booked
+                self.log.error("late ticks not recorded", count=len(late), error=repr(error))
         await observe_skill(self.parts, report, self.log)
         await controller.after_tick(report)
         return report
@@ -53,6 +65,8 @@ class Ticking:
     def on_lateness(self, at: datetime, lateness_s: float, *, missed: bool) -> None:
         if self.parts.metrics is not None:
             self.parts.metrics.observe_lateness(lateness_s, missed=missed)
+        if missed or lateness_s >= LATE_S:
+            self.late.append(LateTick(at, lateness_s, missed))
 
     def on_due(self, at: datetime | None) -> None:
         """The tick loop's next tick; None: its times ran out (a replay has run them all)."""

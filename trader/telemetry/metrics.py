@@ -25,6 +25,7 @@ from trader.market.hygiene import SkipCounter, SkipReason
 from trader.risk.state import TradingState, TradingStatus
 from trader.telemetry.daemon_metrics import DaemonMetrics
 from trader.telemetry.feed_metrics import FeedMetrics
+from trader.telemetry.fill_cost_metrics import FillCostMetrics
 from trader.telemetry.labels import (
     GPU_MEMORY_KINDS,
     INFERENCE_SECONDS,
@@ -39,6 +40,7 @@ from trader.telemetry.schedule_metrics import ScheduleMetrics
 
 def count_fills(metrics: Metrics, fills: Sequence[Fill]) -> None:
     """Fills booked by a tick, or between ticks (a venue's trade-updates stream)."""
+    metrics.fill_costs.booked(fills)
     for fill in fills:
         metrics.fills.labels(fill.symbol, fill.side.value).inc()
         if fill.quote_fee > 0:  # a fee in the base asset counts at the fill's price
@@ -152,6 +154,7 @@ class Metrics(DaemonMetrics):
             ["symbol"], registry=r,
         )  # fmt: skip
         self.feed = FeedMetrics(r)
+        self.fill_costs = FillCostMetrics(r, self.symbols)
         self.schedule = ScheduleMetrics(r, self.symbols)
         self.contiguous_bars = Gauge(
             "trader_window_contiguous_bars",
@@ -250,7 +253,9 @@ class Metrics(DaemonMetrics):
             self.quote_ages.saw(symbol, at)
         for order in report.orders:
             self.orders.labels(order.symbol, order.side.value, order.status.value).inc()
+        self.fill_costs.decided(report.at, report.orders, report.quotes)
         count_fills(self, report.fills)
+        self.fill_costs.settled(report.orders)
         for symbol, quote in report.quotes.items():
             self.observe_quote(symbol, quote)
         if report.portfolio is not None:

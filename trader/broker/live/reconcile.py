@@ -18,7 +18,7 @@ from decimal import Decimal
 
 import ccxt.async_support as ccxt
 
-from trader.broker.ccxt_orders import VenueMismatch, VenueOrder
+from trader.broker.ccxt_orders import VenueMismatch, VenueOrder, balance_totals
 from trader.broker.live.book import LIVE, LOOKING
 from trader.broker.live.fee_postings import book_fee_postings
 from trader.broker.live.fills import FillBooking
@@ -26,7 +26,7 @@ from trader.broker.live.unknown import OutcomeResolver
 from trader.broker.live.venue import VenueClient
 from trader.broker.venue_errors import BrokerHalt, Meaning, classify, credentials_hint
 from trader.config.trading_settings import BrokerSettings
-from trader.domain import Order, OrderStatus, decimal_from_float
+from trader.domain import Order, OrderStatus
 from trader.domain.execution import Execution
 from trader.domain.reconciliation import (
     ForeignOrder,
@@ -174,12 +174,7 @@ class Reconciler:
 
     async def _venue_balances(self) -> dict[str, Decimal]:
         raw = await self.client.ask(self.client.exchange.fetch_balance())
-        totals = raw.get("total") or {}
-        return {
-            str(asset): decimal_from_float(float(value))
-            for asset, value in totals.items()
-            if isinstance(value, int | float)
-        }
+        return balance_totals(raw)
 
     async def _balances(self, book: LedgerBook, at: datetime, report: ReportBuilder) -> None:
         if book.baseline is None:

@@ -223,8 +223,10 @@ class AlpacaExchange(AlpacaMarkets):
             token = str(page[-1]["id"])
 
     async def fetch_balance(self) -> dict[str, Any]:
-        """Cash (USD) and every position's quantity, in ccxt's `total` shape."""
+        """Cash (USD) and every position's quantity, in ccxt's `total` shape but as Alpaca's
+        exact decimal strings: a float keeps 16 digits, and cash after fractional-share fills
+        has more (a reconcile compares them exactly)."""
         account = _dict(await self._call(self._trading.get_account))
-        total: dict[str, float | str] = {"USD": str(account.get("cash"))}
+        total: dict[str, str] = {"USD": str(account.get("cash"))}
         total |= {asset: str(qty) for asset, qty in (await self._held(available=False)).items()}
-        return {"total": {k: float(v) for k, v in total.items()}}
+        return {"total": total}

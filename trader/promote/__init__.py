@@ -1,0 +1,1 @@
+"""`trader promote`: a paper record judged by stated thresholds, and the live settings it earns."""

@@ -1,0 +1,1 @@
+"""`trader shortfall`: a daemon's ledger replayed through the backtest engine and compared."""
