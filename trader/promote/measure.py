@@ -5,7 +5,6 @@ the same period through the backtest's engine (the shortfall, the replay's drawd
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -96,16 +95,11 @@ def _replayed(
     ledger: Path, given: Settings, overrides: Mapping[str, Any]
 ) -> tuple[Decimal | None, Decimal | None, float | None, list[str], list[str]]:
     """(paper P&L, replay P&L, replay drawdown, shortfall's lines, problems)."""
-    with tempfile.TemporaryDirectory(prefix="trader-promote-") as scratch:
-        keep = Path(scratch)
-        outcome = run_shortfall(ShortfallRequest(ledger, given, overrides, keep=keep))
-        lines = outcome.lines
-        if outcome.result is None or outcome.comparison is None:
-            return None, None, None, lines, [lines[0] if lines else "the replay failed"]
-        try:
-            modelled = read_ledger(keep / "replay.sqlite3")
-        except UnreadableLedger as error:
-            return None, None, None, lines, [f"the replay's ledger: {error}"]
+    outcome = run_shortfall(ShortfallRequest(ledger, given, overrides))
+    lines = outcome.lines
+    modelled = outcome.modelled  # the replay's ledger, as the shortfall read it
+    if outcome.result is None or outcome.comparison is None or modelled is None:
+        return None, None, None, lines, [lines[0] if lines else "the replay failed"]
     problems = []
     if outcome.code == EX_FAILED:
         problems.append(lines[0])  # the replay did not reproduce a decision: a bug, not costs

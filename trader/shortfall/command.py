@@ -100,7 +100,7 @@ def run_shortfall(request: ShortfallRequest) -> ShortfallOutcome:
         return ShortfallOutcome(EX_DATAERR, [
             f"trader shortfall: the replay ran none of the daemon's ticks "
             f"({len(record.ticks)} in its ledger): nothing to compare",
-        ], record, result, comparison)  # fmt: skip
+        ], record, result, comparison, modelled=modelled)  # fmt: skip
     caveats = _caveats(attributed) if attributed is not None else ()
     lines = _said(record, modelled, result, comparison)
     lines[1:1] = _attribution_lines(record, attributed, refused) + list(caveats)
