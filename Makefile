@@ -48,10 +48,12 @@ demo: $(RUNTIME)
 	$(BIN)/trader demo --model $(MODEL)
 
 # A worker per core; each takes whole modules, so module fixtures (random checkpoints, a
-# daemon scraped by Prometheus) are built once. PYTEST_WORKERS=0: one process.
+# daemon scraped by Prometheus) are built once; in the suite's order, the longest first
+# (tests/conftest.py), not xdist's. PYTEST_WORKERS=0: one process. The 25 slowest
+# tests are listed at the end: CI's whole run must stay under 45 minutes, and drifts upward.
 PYTEST_WORKERS ?= auto
 test: $(DEV) lint security typecheck
-	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 
 # The image (deploy/docker/build-image.sh, deploy/README.md): docker or podman, whichever is
 # there (IMAGE_ENGINE=docker|podman); TORCH=cpu for torch's CPU build (trader:cpu), else PyPI's

@@ -45,3 +45,25 @@ def _log_configuration_as_found() -> Iterator[None]:
     yield
     structlog.configure(**saved)
     logging.getLogger().setLevel(level)
+
+
+def _allowed_seconds(item: pytest.Item) -> float:
+    """The timeout a test was given of its own: its author knew it to be long."""
+    marker = item.get_closest_marker("timeout")
+    return float(marker.args[0]) if marker is not None and marker.args else 0.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules in the order `make test`'s workers take them (it turns xdist's own order,
+    by number of tests, off): those with long tests of their own first, then by number of
+    tests. In xdist's order the one-test modules came last, and with them the longest tests
+    of all (a kill run of 4 minutes): one worker ran it while the other had nothing left.
+    tests/container/conftest.py then moves the container tests to the very end."""
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+
+    def longest_first(tests: list[pytest.Item]) -> tuple[float, int]:
+        return -sum(map(_allowed_seconds, tests)), -len(tests)
+
+    items[:] = [item for tests in sorted(modules.values(), key=longest_first) for item in tests]

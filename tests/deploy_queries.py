@@ -109,6 +109,20 @@ AGREED_METRICS = frozenset(
         "trader_ledger_writable",
         # Where each model's weights came from (issue 45).
         "trader_model_info",
+        # Perpetual futures: positions, liquidation and funding (issue 44).
+        "trader_perp_position_side",
+        "trader_perp_position_size",
+        "trader_perp_leverage",
+        "trader_perp_margin",
+        "trader_perp_liquidation_price",
+        "trader_perp_liquidation_distance_ratio",
+        "trader_perp_unrealized_pnl",
+        "trader_perp_funding_paid_total",
+        "trader_perp_funding_received_total",
+        "trader_perp_buffer_reductions_total",
+        "trader_perp_liquidation_buffer_ratio",
+        "trader_perp_max_leverage",
+        "trader_perp_account_leverage_ratio",
         # prometheus_client's process collector (Linux).
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",

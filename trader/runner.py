@@ -18,6 +18,7 @@ from trader.config.schema import Settings
 from trader.daemon.ticks import BarCloseTicks, RecordedTicks, TickLoop, TickTimes
 from trader.domain import Instrument, Timeframe, account_currency, from_epoch_ms
 from trader.domain.capital_ramp import LiveCapital
+from trader.engine.perps import PerpTapeLike, perp_book
 from trader.engine.pipeline import Engine
 from trader.engine.planning import Planner
 from trader.engine.report import EngineHooks, TickReport
@@ -34,14 +35,17 @@ from trader.logging import get_logger
 from trader.market.calendars.calendar import TradingCalendar
 from trader.market.calendars.per_symbol import SymbolCalendars
 from trader.market.feed import MarketData
+from trader.market.live_perp_tape import live_perp_tapes
 from trader.market.live_source import calendar_names, exchange_feed, venue_clock
 from trader.market.quotes import FixedSpread, HighLowSpread, SpreadModel
 from trader.market.replay import Recording, ReplayMarketData
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
+from trader.market.replay_perp import PerpRecordings, perp_recordings
 from trader.market.step import MarketDataStep
 from trader.risk.engine import HaltPolicy, RiskEngine
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.select import strategies_for
+from trader.strategy.shorts import account_short_refusal
 
 
 def model_names(settings: Settings) -> list[str]:
@@ -126,12 +130,15 @@ async def build_engine(
     calendars: SymbolCalendars | None = None,
     market: MarketDataStep | None = None,
     quiet_ticks: bool = False,
+    perp_tapes: Mapping[str, PerpTapeLike] | None = None,
 ) -> Engine:
     """Every part of the engine, recovered from the ledger at `database`. With
     `start_market=False` the caller starts `engine.market` itself (the daemon does, after
     reconciling, and keeps trying while the exchange is unreachable). `market`: the data
     step, when not the one fetching from `feed` (a backtest's plays a plan); `quiet_ticks`:
-    see `engine.quiet` (a backtest's engine takes the short way)."""
+    see `engine.quiet` (a backtest's engine takes the short way; never a perpetual's, whose
+    every tick may move money); `perp_tapes`: a perpetual's recorded funding and mark prices
+    (`engine.perps`)."""
     market = market or MarketDataStep(
         feed,
         settings.market,
@@ -162,6 +169,14 @@ async def build_engine(
         halt_policy=halt_policy,
         opening=state.starting_cash,  # the first day's loss and the first peak start from it
     )
+    if perp_tapes is None and settings.market.kind == "perp":  # a live feed: read through ccxt
+        perp_tapes = live_perp_tapes(
+            feed, settings.market.symbols, Timeframe(settings.market.timeframe), database,
+            get_logger("trader.perp_tape"),
+        )  # fmt: skip
+    perps = perp_book(settings, broker, perp_tapes, get_logger("trader.engine"))
+    if perps is not None:
+        await perps.restore(database)  # isolated funding since each position opened
     return Engine(
         settings=settings,
         market=market,
@@ -170,6 +185,7 @@ async def build_engine(
             settings.strategy,
             settings.market.symbols,
             both_sides=settings.exchange.rests_both_sides,
+            short_refusal=account_short_refusal(settings),
         ),
         risk=risk,
         broker=broker,
@@ -178,8 +194,19 @@ async def build_engine(
         state=state,
         hooks=hooks,
         inference=inference,
-        quiet_ticks=quiet_ticks,
+        quiet_ticks=quiet_ticks and settings.market.kind != "perp",
+        perps=perps,
     )
+
+
+def replay_perp_tapes(
+    settings: Settings, recordings: Mapping[str, Recording] | None
+) -> PerpRecordings | None:
+    """A replayed perpetual's funding and mark files beside its bars (None: spot, or no
+    replay). PerpDataError (a ValueError) for bars without a funding file."""
+    if settings.market.kind != "perp" or recordings is None:
+        return None
+    return perp_recordings(recordings.values())
 
 
 @dataclass(frozen=True)
@@ -360,9 +387,11 @@ async def run_replay(
         if not times:
             return ReplaySummary(0, None, None, last, Decimal(0))
         venue = replay_venue(settings, replay, times, speed, resume_after=last)
+        tapes = replay_perp_tapes(settings, recordings)
         engine = await build_engine(
             settings, venue.feed, database, times[0], forecasters=forecasters, hooks=hooks,
             inference=inference, halt_policy=halt_policy, calendars=venue.calendars,
+            perp_tapes=tapes,
         )  # fmt: skip
         if capital is not None:
             engine.planner = Planner(settings.strategy, settings.risk, capital)

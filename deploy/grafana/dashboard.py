@@ -6,8 +6,9 @@
 `panels()` declares the panels in order, with the helpers of panel_kit.py beside this file;
 rows of their own live in the modules beside it (session_panels.py: the clock, sessions,
 schedule and calendars; feed_panels.py: the bars; cost_panels.py: fills' costs against the
-model; skill_panels.py; process_panels.py). The SDK lays them out left to right and starts
-a new line when one is full: keep each line 24 wide.
+model; perp_panels.py: perpetual positions and funding; skill_panels.py; process_panels.py).
+The SDK lays them out left to right and starts a new line when one is full: keep each line 24
+wide.
 Every query reads only metrics the daemon exports (tests check each name against a running
 daemon's /metrics) plus Prometheus's own `up`, and every metric the daemon exports is on the
 dashboard or the rules unless tests/deploy_queries.py's LEFT_OFF says why not (process_panels.py
@@ -50,6 +51,7 @@ from panel_kit import (  # noqa: E402
     to_json,
     value_map,
 )
+from perp_panels import perp_panels  # noqa: E402
 from process_panels import process_panels  # noqa: E402
 from session_panels import CLOCK, clock_stat, session_panels, status_stats, venue_table  # noqa: E402
 from skill_panels import skill_panels  # noqa: E402
@@ -418,6 +420,7 @@ def panels() -> list[Builder[dm.Panel] | db.Row]:
         .min(0)
         .span(24),
         *cost_panels(),
+        *perp_panels(),
         *skill_panels(),
         db.Row("MQTT"),
         timeseries(

@@ -55,6 +55,25 @@ def venue_view(account: dict, venue: str) -> tuple[dict, dict, list[str]]:
     return balances, trades, [o["clientOrderId"] for o in account["orders"]]
 
 
+def last_run_and_reconcile(
+    command: list[str], tmp_path: Path, env: dict[str, str], ready: dict, ticks: int
+) -> subprocess.CompletedProcess[str]:
+    """A last, clean run of the daemon past two more ticks and a clean stop (exit 0); then the
+    market stands still and `trader reconcile --json` books what happened since."""
+    daemon = subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    wait_for_ticks(tmp_path / "ledger.sqlite3", ticks + 2, daemon)
+    daemon.send_signal(signal.SIGTERM)
+    _, errors = daemon.communicate(timeout=60)
+    assert daemon.returncode == 0, errors.decode()[-3000:]
+    emulator(ready, "/__emulator__/clock", {"paused": True})
+    return subprocess.run(
+        [TRADER, "reconcile", "--json", "--log-level", "ERROR"], cwd=tmp_path, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.timeout(900)  # 30 daemon start-ups: slow on a busy machine
 @pytest.mark.parametrize("venue", ["binance", "alpaca"])
 def test_sigkill_in_live_mode_and_reconciliation_books_what_happened(tmp_path, venue):
@@ -80,19 +99,7 @@ def test_sigkill_in_live_mode_and_reconciliation_books_what_happened(tmp_path, v
             daemon.wait()
             asyncio.run(ledger_state(ledger)) if ledger.exists() else None
             seen.append(ticks_booked(ledger))
-        # A last, clean run; then the market stands still while the ledger catches up.
-        daemon = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        wait_for_ticks(ledger, seen[-1] + 2, daemon)
-        daemon.send_signal(signal.SIGTERM)
-        _, errors = daemon.communicate(timeout=60)
-        assert daemon.returncode == 0, errors.decode()[-3000:]
-        emulator(ready, "/__emulator__/clock", {"paused": True})
-        reconcile = subprocess.run(
-            [TRADER, "reconcile", "--json", "--log-level", "ERROR"], cwd=tmp_path, env=env,
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        reconcile = last_run_and_reconcile(command, tmp_path, env, ready, seen[-1])
         account = emulator(ready, "/__emulator__/account")[KEY]
     finally:
         sandbox.send_signal(signal.SIGTERM)

@@ -22,6 +22,7 @@ from trader.exit_codes import (
 from trader.private_files import UnsafePath
 
 if TYPE_CHECKING:
+    from trader.backtest.funding import PerpData
     from trader.backtest.measured_costs import CostsFile
     from trader.backtest.run import Backtest
     from trader.config import LoadedSettings
@@ -53,6 +54,7 @@ class BacktestRequest:
     log_level: str | None = None  # what the command line asked of logging (grid workers too)
     log_format: str | None = None
     costs_from: Path | None = None  # a measured-costs file (`trader shortfall` writes it)
+    assume_zero_funding: bool = False  # a perpetual's bars without funding: run them anyway
 
     @property
     def is_grid(self) -> bool:
@@ -129,10 +131,11 @@ def run_backtest_command(
             raise _Refused(EX_ARGUMENTS, misuse)
         recordings, layer = _recordings(request)
         measured = _costs_file(request)
+        loaded = load(layer)
+        perp = _perp_data(request, loaded.settings, recordings)  # refused before any work
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
         return refused.code
-    loaded = load(layer)
     settings, calibration = loaded.settings, None
     if measured is not None:
         from trader.backtest.measured_costs import calibrate  # noqa: PLC0415
@@ -165,7 +168,7 @@ def run_backtest_command(
     try:
         result = _backtest(
             request, settings, recordings, strategies,
-            (lambda done: drawn.append(forecast_plots(done, out))) if out else None,
+            (lambda done: drawn.append(forecast_plots(done, out))) if out else None, perp,
         )  # fmt: skip
     except _Refused as refused:
         sys.stderr.write(f"trader backtest: {refused}\n")
@@ -197,6 +200,7 @@ def _backtest(
     recordings: list[Recording],
     strategies: list[str],
     meanwhile: Callable[[Backtest], object] | None,
+    perp: PerpData | None = None,
 ) -> Backtest:
     """The backtest asked for; `_Refused` where it could not be run or finished."""
     from trader.backtest.prepare import Period  # noqa: PLC0415
@@ -215,6 +219,7 @@ def _backtest(
                 ledgers=request.out / "ledgers" if request.out else None,
                 jobs=request.jobs or default_workers(len(strategies)),
                 meanwhile=meanwhile,
+                perp=perp,
             )
         )
     except ModelUnavailable as error:
@@ -227,6 +232,36 @@ def _backtest(
         raise _Refused(EX_IOERR, f"{error}: free space and run it again") from None
     except UnsafePath as error:  # a link planted where --out's plots or ledgers go
         raise _Refused(EX_CANTCREAT, str(error)) from None
+
+
+def _perp_data(
+    request: BacktestRequest, settings: Settings, recordings: list[Recording]
+) -> PerpData | None:
+    """A perpetual's funding and mark prices beside its bars (None for spot); `_Refused` for
+    bars without funding (unless --assume-zero-funding), or files that cannot be read."""
+    from trader.backtest.funding import ASSUME_ZERO_FLAG, load_perp_data  # noqa: PLC0415
+    from trader.domain import Timeframe  # noqa: PLC0415
+    from trader.market.files.funding import PerpDataError  # noqa: PLC0415
+
+    if settings.market.kind != "perp":
+        if request.assume_zero_funding:
+            raise _Refused(
+                EX_ARGUMENTS, f"{ASSUME_ZERO_FLAG} is for perpetuals: market.kind = perp"
+            )
+        return None
+    if request.is_grid:
+        raise _Refused(
+            EX_ARGUMENTS,
+            "a grid or walk-forward over a perpetual does not pay its funding yet: run the "
+            "backtests one at a time",
+        )
+    length = Timeframe(settings.market.timeframe).duration
+    try:
+        return load_perp_data(
+            recordings, int(length.total_seconds() * 1000), request.assume_zero_funding
+        )
+    except PerpDataError as error:
+        raise _Refused(EX_DATAERR, str(error)) from None
 
 
 def _grid(

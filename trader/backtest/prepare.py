@@ -26,6 +26,7 @@ from trader.market.replay import Recording
 from trader.market.replay_calendars import ReplayCalendars, replay_calendars
 from trader.market.replay_plan import ReplayPlan, plan_replay
 from trader.runner import replay_settings, spread_model, tick_times
+from trader.strategy.shorts import modelled_short_caveat
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ def prepare(
     repaired = [r for r in recordings.values() if r.report and r.report.repaired]
     warnings = replay.warnings() + [n for r in repaired for n in _file_notes(r)]
     warnings += volume_caveats(recordings)
+    warnings += [c for c in [modelled_short_caveat(settings)] if c is not None]
     splits = {s: restamped(r.report.splits, r.starts) for s, r in recordings.items()
               if r.report and r.report.splits}  # fmt: skip
     return Prepared(

@@ -22,6 +22,8 @@ from trader.backtest.document import (
     write_pages,
 )
 from trader.backtest.findings import findings, run_failed
+from trader.backtest.funding_report import funding_blocks, funding_json, terminal_lines
+from trader.backtest.funding_report import write_records as write_funding_records
 from trader.backtest.run import BUY_AND_HOLD, PORTFOLIO, Backtest, Line
 from trader.backtest.stats import __doc__ as FORMULAS
 from trader.private_files import write_file
@@ -115,6 +117,7 @@ def terminal_summary(result: Backtest, *, accepted: bool = False) -> str:
         + "\n"
         + text_table(comparison(result))
         + "* drawdown not recovered by the end\n"
+        + "".join(f"{line}\n" for line in terminal_lines(result))
     )
 
 
@@ -266,6 +269,7 @@ def _blocks(result: Backtest, images: Mapping[str, list[Image]]) -> list[Block]:
         costs = [result.costs.headline()] if result.costs is not None else []
         blocks.insert(1, Bullets([*costs, *(f.text for f in found)]))
         blocks.insert(1, Heading(2, "Read this first"))
+    blocks += funding_blocks(result)  # a perpetual's: none for spot
     blocks += [Heading(2, "The data"), Bullets(result.notes or ["nothing to say"])]
     blocks += [Heading(2, "Equity and drawdown"), *images.get("equity", [])]
     naive = naive_reference(s.forecast.naive_window, s.market.context_bars, s.forecast.horizon)
@@ -376,6 +380,7 @@ def statistics_json(result: Backtest) -> dict[str, Any]:
         "findings": [plain(f) for f in findings(result)],
         "data_notes": result.notes,
         "costs_from": None if result.costs is None else result.costs.as_dict(),
+        **({"funding": funding} if (funding := funding_json(result)) else {}),  # perpetuals
         "buy_and_hold_from": {s: _when(ms) for s, ms in result.held_from.items()},
         "risk_free_rate": result.settings.backtest.risk_free_rate,
         "lines": [
@@ -422,5 +427,5 @@ def write_report(
     title = f"Backtest {', '.join(result.symbols)} {result.settings.market.timeframe}"
     written = [folder / image.file for group in images.values() for image in group]
     stats = json.dumps(statistics_json(result), indent=2) + "\n"
-    written += write_pages(folder, "report", title, blocks)
+    written += write_pages(folder, "report", title, blocks) + write_funding_records(result, folder)
     return [*written, write_file(folder / "stats.json", stats, what="the report folder")]

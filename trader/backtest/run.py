@@ -31,8 +31,10 @@ from trader.backtest.activity import (
 )
 from trader.backtest.cache import ForecastCache
 from trader.backtest.forecasts import CachedForecaster, CacheUse
+from trader.backtest.funding import PerpData
 from trader.backtest.hold import buy_and_hold
 from trader.backtest.measured_costs import CostCalibration
+from trader.backtest.perp_book import FundingBook
 from trader.backtest.prepare import WHOLE, Period, Prepared, forecast_all, prepare
 from trader.backtest.quality import Quality, forecast_quality
 from trader.backtest.session import Replay, simulate
@@ -40,11 +42,12 @@ from trader.backtest.side_by_side import fork_refusal, run_side_by_side
 from trader.backtest.simulate import StrategyRun, replay_strategy
 from trader.backtest.stats import Annualisation, Performance, performance
 from trader.backtest.stretch import takes_stretches
+from trader.backtest.symbol_marks import SymbolMarks
 from trader.backtest.windows import SymbolWindows, epoch_ms
 from trader.config.schema import Settings
 from trader.config.trading_settings import StrategySettings
 from trader.cycle_collector import collector_paused
-from trader.domain import Bar, Forecast
+from trader.domain import Forecast
 from trader.forecast.protocol import Forecaster
 from trader.logging import get_logger
 from trader.market.files.splits import SplitMove
@@ -100,6 +103,7 @@ class Backtest:
     held_from: dict[str, int] = field(default_factory=dict)  # buy-and-hold's first tick, ms
     splits: dict[str, tuple[SplitMove, ...]] = field(default_factory=dict)  # in traded prices
     costs: CostCalibration | None = None  # --costs-from: which costs are measured, set after
+    funding: FundingBook | None = None  # a perpetual's: what each strategy paid (`perp_book`)
 
     @property
     def symbols(self) -> list[str]:
@@ -111,27 +115,6 @@ class Backtest:
     @property
     def strategies(self) -> list[str]:
         return list(self.runs)
-
-
-class _Marks:
-    """A symbol's closes, looked up as the engine marks: the last close at or before a time."""
-
-    def __init__(self, windows: SymbolWindows, spread: SpreadModel) -> None:
-        bars = [b for b in windows.bars if b is not None]
-        self.bars = bars
-        self.ends = np.array([epoch_ms(b) for b in bars], dtype=np.int64)
-        self.close = np.array([b.close for b in bars], dtype=np.float64)
-        self.spread = spread
-
-    def at(self, ticks_ms: np.ndarray) -> np.ndarray:
-        index = np.searchsorted(self.ends, ticks_ms, side="right") - 1
-        return self.close[np.maximum(index, 0)]
-
-    def half_spread(self, tick_ms: int) -> float:
-        """The modelled quote's half-spread at a tick, as a fraction of the mid."""
-        index = int(np.searchsorted(self.ends, tick_ms, side="right"))
-        recent: Sequence[Bar] = self.bars[max(0, index - 2) : index]
-        return self.spread.spread_bps(recent) / 20_000
 
 
 async def run_backtest(
@@ -148,6 +131,7 @@ async def run_backtest(
     jobs: int = 1,
     meanwhile: Callable[[Backtest], object] | None = None,
     review: ForecastReview | None = None,
+    perp: PerpData | None = None,
 ) -> Backtest:
     """Run every strategy over `recordings`. Ledgers go to `ledgers` (one per strategy),
     else to a temporary folder removed afterwards. No strategies: buy-and-hold alone.
@@ -159,7 +143,8 @@ async def run_backtest(
     processes (`side_by_side`), with the same figures. `meanwhile`: work for this process
     once the forecasts' quality is known, while the strategies run (a report's forecast
     plots; with one job, after them). `review`: the forecasts' quality and bands, as an
-    earlier run with the same `shared` found them (else they are worked out)."""
+    earlier run with the same `shared` found them (else they are worked out). `perp`: a
+    perpetual's funding and mark prices, booked on every curve (`perp_book`)."""
     with collector_paused():  # many objects, no cycles: see trader.cycle_collector
         log = get_logger("trader.backtest")
         if shared is None:
@@ -174,6 +159,9 @@ async def run_backtest(
             ready.annualisation, notes=ready.notes, warnings=ready.warnings, splits=ready.splits,
         )  # fmt: skip
         result.closes = _closes(windows)  # the quality section's too, made while strategies run
+        if perp is not None:  # a perpetual's funding and mark prices (`perp_book`)
+            result.funding = FundingBook.of(perp, ready.ticks_ms, result.closes)
+            result.notes, result.warnings = result.funding.said(result.notes, result.warnings)
         if not strategies:  # buy-and-hold only: no model, no engine
             _score(result, windows, spread_model(settings))
             return result
@@ -320,10 +308,10 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
     per_year = result.annualisation.periods_per_year
     rf = settings.backtest.risk_free_rate
     ticks = result.ticks_ms
-    marks = {s: _Marks(w, spread) for s, w in windows.items()}
+    marks = {s: SymbolMarks(w, spread) for s, w in windows.items()}
     closes = {s: m.at(ticks) for s, m in marks.items()}
     exits = {s: ExitCosts(m.half_spread(int(ticks[-1])), slippage, fee) for s, m in marks.items()}
-    cash = float(broker.starting_cash)
+    cash, book = float(broker.starting_cash), result.funding
     for strategy, run in result.runs.items():
         if not np.array_equal(run.ticks_ms, ticks):
             raise ValueError(
@@ -338,7 +326,9 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
             curve = symbol_curve(fills, ticks, closes[symbol], cash, exits[symbol])
             closing_cost += curve.closing_cost
             gross += np.abs(curve.values)
-            perf = _performance(curve.equity, per_year, rf, f"{strategy} on {symbol}")
+            equity = curve.equity if book is None else book.strategy_curve(
+                strategy, symbol, run.funding, curve, closes[symbol])  # fmt: skip
+            perf = _performance(equity, per_year, rf, f"{strategy} on {symbol}")
             held = float(curve.position[-1]) if len(curve.position) else 0.0
             closing = exits[symbol].costs(held, float(closes[symbol][-1]))
             costs = trading_costs(fills, result.closes, slippage) + closing
@@ -346,12 +336,12 @@ def _score(result: Backtest, windows: Mapping[str, SymbolWindows], spread: Sprea
             trades = round_trips(fills, float(closes[symbol][-1]), exits[symbol])
             result.lines.append(Line(
                 strategy, symbol, perf, trade_stats(trades), costs,
-                exposure(curve.values, curve.equity, costs.traded_notional, perf.years),
-                curve.equity,
+                exposure(curve.values, equity, costs.traded_notional, perf.years), equity,
             ))  # fmt: skip
         if len(result.symbols) > 1:
             # The ledger's own equity, closed out at the end as each symbol's is.
             equity = np.concatenate([[run.starting_cash], run.equity])
+            equity = equity if book is None else book.portfolio_curve(strategy, equity)
             equity[-1] -= closing_cost
             perf = _performance(equity, per_year, rf, strategy)
             costs = sum(closings, trading_costs(run.fills, result.closes, slippage))
@@ -371,7 +361,7 @@ def _performance(equity: np.ndarray, per_year: float, rf: float, what: str) -> P
 
 def _hold(
     result: Backtest,
-    marks: Mapping[str, _Marks],
+    marks: Mapping[str, SymbolMarks],
     closes: Mapping[str, np.ndarray],
     exits: Mapping[str, ExitCosts],
     cash: float,
@@ -385,6 +375,8 @@ def _hold(
         result.held_from[symbol] = int(ticks[start])
         entry = marks[symbol].half_spread(int(ticks[start]))
         held = buy_and_hold(closes[symbol], cash, entry, exits[symbol], start)
+        if result.funding is not None:  # a perpetual: funding paid, on the mark price
+            held = result.funding.hold(symbol, held, closes[symbol])
         curves.append(held.equity)
         perf = performance(held.equity, per_year, rf)
         result.lines.append(Line(

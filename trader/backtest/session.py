@@ -48,6 +48,7 @@ from trader.ledger.bars import BarStore
 from trader.ledger.buffered import BufferedDatabase
 from trader.market.planned_step import PlannedDataStep
 from trader.market.replay_calendars import ReplayCalendars
+from trader.market.replay_perp import PerpRecordings, perp_recordings
 from trader.market.replay_plan import ReplayPlan
 from trader.risk.state import TradingStatus
 from trader.runner import build_engine, replay_venue
@@ -140,8 +141,10 @@ async def simulate(
             run_settings, venue.feed, database, times[0], forecasters=forecasters,
             hooks=record, inference=InlineExecutor(), halt_policy=settings.backtest.on_halt,
             calendars=venue.calendars, market=market, quiet_ticks=True,
+            perp_tapes=_perp_tapes(run_settings, replay),
         )  # fmt: skip
-        stretch = QuietStretch.of(engine)
+        # A perpetual's tick may pay funding or liquidate: no stretch is quiet.
+        stretch = QuietStretch.of(engine) if engine.perps is None else None
         with bar, collector_paused():
             try:
                 i = 0
@@ -161,3 +164,11 @@ async def simulate(
     seconds = time.perf_counter() - began
     run = await read_run(strategy, ledger, seconds, symbols, series=record.series())
     return replace(run, refusals=record.refusals)
+
+
+def _perp_tapes(settings: Settings, replay: Replay) -> PerpRecordings | None:
+    """A perpetual's funding and marks beside its bars (the backtest's command refused bars
+    without funding unless asked to assume none, which `assume_zero` then is)."""
+    if settings.market.kind != "perp":
+        return None
+    return perp_recordings(replay.calendars.recordings.values(), assume_zero=True)

@@ -29,6 +29,7 @@ from trader.engine.report import TickReport
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import parse_time
 from trader.ledger.database import Database
+from trader.ledger.funding import FundingRow, LiquidationRow, read_funding, read_liquidations
 from trader.ledger.trading import TradingLedger
 from trader.market.replay_calendars import ReplayCalendars
 from trader.risk.state import TradingStatus
@@ -67,6 +68,9 @@ class StrategyRun:
     # Decisions to hold no position, by the reason's kind (`no_trade.reason_kind`); read
     # only for a run that never filled, the one whose findings say why.
     flat_reasons: Mapping[str, int] = field(default_factory=dict)
+    # A perpetual's: the funding the engine booked, and the positions it liquidated.
+    funding: tuple[FundingRow, ...] = ()
+    liquidations: tuple[LiquidationRow, ...] = ()
 
 
 class _Watch:
@@ -170,13 +174,16 @@ async def read_run(
         flat = await database.run(_flat_reasons) if not fills else Counter[str]()
         if series is None:
             series = await database.run(lambda c: _read_series(c, symbols))
+        funding = await database.run(read_funding)
+        liquidations = await database.run(read_liquidations)
     finally:
         await database.close()
     return StrategyRun(
         strategy, starting_cash, series.ticks_ms, series.equity,
         tuple(sorted(fills, key=lambda f: f.at)), series.outcomes, series.skipped, decisions,
         orders, states, path, seconds, skipped_by_symbol=series.skipped_by_symbol,
-        first_ready=series.first_ready, flat_reasons=flat,
+        first_ready=series.first_ready, flat_reasons=flat, funding=tuple(funding),
+        liquidations=tuple(liquidations),
     )  # fmt: skip
 
 

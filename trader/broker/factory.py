@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from trader.broker.ccxt_orders import balance_totals
 from trader.broker.paper import PaperBroker
+from trader.broker.paper_perp import paper_perps
 from trader.broker.protocol import Broker
 from trader.broker.safety import StartRefused, take_live_locks, trading_capital
 from trader.config.schema import Settings
 from trader.domain import Instrument
+from trader.ledger.codec import optional_time
 from trader.ledger.database import Database
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.logging import get_logger
@@ -45,7 +48,12 @@ async def build_broker(
                 "own (set ledger.path)"
             )
         unknown = feed.volume_unknown if isinstance(feed, ReplayMarketData) else ()
-        return PaperBroker(settings.broker, instruments, unknown), settings.broker.starting_cash
+        perps = paper_perps(
+            settings.market.kind, list(settings.market.symbols), settings.broker.currency,
+            settings.risk.max_leverage, settings.broker.margin_mode,
+        )  # fmt: skip
+        paper = PaperBroker(settings.broker, instruments, unknown, perps)
+        return paper, settings.broker.starting_cash
     exchange = getattr(feed, "exchange", None)
     if exchange is None:
         raise StartRefused("live trading needs the exchange's market data (not a replay)")
@@ -73,24 +81,68 @@ async def build_broker(
                     f"could not be read: {found.label}: {found.detail}{check}"
                 ) from error
             baseline = balance_totals(balances)
+            if settings.market.kind == "perp":
+                baseline = perp_baseline(balances, settings.broker.currency)
             await ledger.set_baseline(baseline, now)
             get_logger("trader.broker").info(
                 "venue baseline taken", **{k: str(v) for k, v in sorted(baseline.items())}
             )
         cash = baseline.get(settings.broker.currency, Decimal(0))
-        broker = LiveBroker(
-            exchange,
-            settings.broker,
-            instruments,
-            retry=RetryPolicy(
+        parts: dict[str, Any] = {
+            "retry": RetryPolicy(
                 attempts=settings.exchange.retry_attempts,
                 max_delay_s=settings.exchange.retry_max_delay_s,
             ),
-            locks=locks,
+            "locks": locks,
             # Its failed calls counted with the market data's (the same client's).
-            on_error=getattr(feed, "on_error", lambda kind: None),
-        )
+            "on_error": getattr(feed, "on_error", lambda kind: None),
+        }
+        if settings.market.kind == "perp":
+            broker: Broker = await perp_broker(
+                settings, exchange, instruments, await baseline_time(database) or now, parts
+            )
+        else:
+            broker = LiveBroker(exchange, settings.broker, instruments, **parts)
     except BaseException:
         locks.release()
         raise
     return broker, trading_capital(settings, cash)
+
+
+async def baseline_time(database: Database) -> datetime | None:
+    """When the venue's baseline was taken: a perp's funding counts from then."""
+    row = await database.run(
+        lambda c: c.execute("SELECT min(taken_at) FROM venue_baseline").fetchone()
+    )
+    return optional_time(row[0]) if row else None
+
+
+def perp_baseline(balances: Mapping[str, Any], currency: str) -> dict[str, Decimal]:
+    """A perp account's baseline: its wallet (ccxt's `total` is the margin balance)."""
+    from trader.broker.live.perp_setup import wallet_balance  # noqa: PLC0415 - ccxt
+
+    wallet = wallet_balance(balances, currency)
+    if wallet is None:
+        raise StartRefused(f"the venue's balance names no {currency} wallet")
+    return {currency: wallet}
+
+
+async def perp_broker(
+    settings: Settings,
+    exchange: Any,
+    instruments: Mapping[str, Instrument],
+    since: datetime,
+    parts: Mapping[str, Any],
+) -> Any:
+    """The perp live broker, its account prepared (one-way, margin mode, leverage)."""
+    from trader.broker.live.perp import PerpLiveBroker  # noqa: PLC0415 - ccxt
+    from trader.broker.live.perp_funding import MemoryFunding  # noqa: PLC0415
+
+    broker = PerpLiveBroker(
+        exchange, settings.broker, instruments, max_leverage=settings.risk.max_leverage,
+        funding=MemoryFunding(since), **parts,
+    )  # fmt: skip
+    # Preparing reads each symbol's market: on a restart no baseline read has loaded them yet.
+    await exchange.load_markets()
+    await broker.prepare()
+    return broker

@@ -26,6 +26,7 @@ from datetime import datetime
 from decimal import ROUND_DOWN, ROUND_UP, Decimal
 
 from trader.broker.amend import cancel_and_replace
+from trader.broker.paper_perp import REDUCE_ONLY_REJECTED, PaperPerps
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import (
     Bar,
@@ -66,8 +67,11 @@ class PaperBroker:
         settings: BrokerSettings,
         instruments: Mapping[str, Instrument],
         unknown_volume: Collection[str] = (),
+        perps: PaperPerps | None = None,
     ) -> None:
+        """`perps`: the perpetuals' margin and reduce-only (`paper_perp`), None for spot."""
         self.settings = settings
+        self.perps = perps
         self.instruments = instruments
         self.unknown_volume = frozenset(unknown_volume)
         self._open: dict[str, Order] = {}
@@ -99,6 +103,11 @@ class PaperBroker:
                 touch <= order.limit_price if order.side is Side.BUY else touch >= order.limit_price
             )
         )
+        if self.perps is not None:
+            at_price = touch if marketable or order.limit_price is None else order.limit_price
+            refusal = self.perps.refusal(order, at_price, self._open.values())
+            if refusal is not None:
+                return Execution(sent.transition(OrderStatus.REJECTED), reason=refusal)
         if not marketable:
             resting = sent.transition(OrderStatus.OPEN)
             self._open[resting.client_order_id] = resting
@@ -111,8 +120,14 @@ class PaperBroker:
                 if order.side is Side.BUY
                 else max(price, order.limit_price)
             )
-        fill = self._fill(sent, price, sent.amount, Liquidity.TAKER, at)
-        return Execution(sent.with_fill(fill), (fill,))
+        amount = self.perps.fillable(sent, sent.amount) if self.perps else sent.amount
+        if amount <= 0:
+            return Execution(sent.transition(OrderStatus.REJECTED), reason=REDUCE_ONLY_REJECTED)
+        fill = self._fill(sent, price, amount, Liquidity.TAKER, at)
+        filled = sent.with_fill(fill)
+        if amount < sent.amount:  # reduce-only: the rest would open a position
+            return Execution(filled.transition(OrderStatus.CANCELED), (fill,), "reduce-only")
+        return Execution(filled, (fill,))
 
     async def cancel(self, order: Order, at: datetime) -> Execution | None:
         current = self._open.pop(order.client_order_id, order)
@@ -226,6 +241,12 @@ class PaperBroker:
         self, order: Order, price: Decimal, available: Decimal, at: datetime
     ) -> Execution | None:
         amount = min(order.remaining, self.instruments[order.symbol].round_amount(available))
+        if self.perps is not None and amount > 0 and self.perps.fillable(order, amount) <= 0:
+            del self._open[order.client_order_id]  # reduce-only, and the position is gone
+            ended = order.transition(OrderStatus.CANCELED)
+            return Execution(ended, reason=REDUCE_ONLY_REJECTED)
+        if self.perps is not None:
+            amount = self.perps.fillable(order, amount)
         if amount <= 0:
             return None
         fill = self._fill(order, price, amount, Liquidity.MAKER, at)
@@ -259,7 +280,10 @@ class PaperBroker:
         n = self._fills.get(order.client_order_id, 0) + 1
         self._fills[order.client_order_id] = n
         currency = quote_currency(order.symbol)
-        return Fill(
+        fill = Fill(
             f"{order.client_order_id}-{n}", order.client_order_id, order.symbol, order.side,
             price, amount, fee, currency, liquidity, at,
         )  # fmt: skip
+        if self.perps is not None:
+            self.perps.filled(fill)
+        return fill

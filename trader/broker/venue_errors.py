@@ -18,7 +18,7 @@ import ccxt.async_support as ccxt
 from trader.broker.protocol import BrokerHalt
 from trader.market.retry import refused_credentials
 
-__all__ = ["BrokerHalt", "Classified", "Meaning", "classify", "credentials_hint"]
+__all__ = ["BrokerHalt", "Classified", "Meaning", "classify", "credentials_hint", "venue_code"]
 
 
 _URL = re.compile(r"\w+://\S+")
@@ -81,6 +81,27 @@ _WASH_TRADE = ("potential wash trade", "while a short sell order is open",
                "while a long sell order is open")  # fmt: skip
 
 
+# Binance's futures codes (and Aster's, the same API), classified by the code in the venue's
+# answer rather than by ccxt's class: ccxt picks its per-market error tables by host name, so
+# against another host (the emulator, a proxy) these come as a plain ExchangeError. Codes from
+# ccxt/binance.py `exceptions` and Binance's "Error Codes" page (USDⓈ-M futures).
+_FUTURES_CODES: dict[int, tuple[Meaning, str]] = {
+    -2019: (Meaning.REJECTED, "margin_insufficient"),  # "Margin is insufficient."
+    -2022: (Meaning.REJECTED, "reduce_only_rejected"),  # "ReduceOnly Order is rejected."
+    -4164: (Meaning.REJECTED, "below_min_notional"),  # notional below the symbol's minimum
+    -2027: (Meaning.REJECTED, "over_leverage_cap"),  # over the position the leverage allows
+    -4061: (Meaning.REJECTED, "position_side_mismatch"),  # the account is in hedge mode
+    -1021: (Meaning.REFUSED, "stale_timestamp"),  # outside the recvWindow: retried
+}
+_CODE = re.compile(r'"code"\s*:\s*(-\d+)')
+
+
+def venue_code(error: BaseException) -> int | None:
+    """The (negative) Binance-style error code in the venue's answer, if it quotes one."""
+    found = _CODE.search(str(error))
+    return int(found.group(1)) if found else None
+
+
 def classify(error: BaseException) -> Classified:
     detail = _detail(error)
     # Refused keys first: ccxt raises Binance's -2015 as DDoSProtection once the client has
@@ -92,6 +113,10 @@ def classify(error: BaseException) -> Classified:
         return Classified(Meaning.EXISTS, "duplicate_id", detail)
     if isinstance(error, ccxt.InvalidOrder) and any(w in str(error) for w in _WASH_TRADE):
         return Classified(Meaning.REJECTED, "wash_trade", detail)
+    code = venue_code(error)
+    if code in _FUTURES_CODES and isinstance(error, ccxt.ExchangeError):
+        meaning, label = _FUTURES_CODES[code]
+        return Classified(meaning, label, detail)
     for kinds, meaning, label, pause in _TABLE:
         if isinstance(error, kinds):
             return Classified(meaning, label, detail, pause)

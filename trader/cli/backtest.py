@@ -56,6 +56,11 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         "measured and which modelled)",
     )  # fmt: skip
     add(
+        "--assume-zero-funding", action="store_true",
+        help="market.kind = perp: backtest bars without a funding recording beside them as if "
+        "no funding were paid (the report says so first); refused without it",
+    )  # fmt: skip
+    add(
         "--allow-skips",
         action="store_true",
         help="exit 0 even when symbols skipped more than backtest.max_skipped_share of their "
@@ -121,5 +126,6 @@ def run(args: argparse.Namespace) -> int:
         log_level=asked_level,
         log_format=args.log_format,
         costs_from=args.costs_from,
+        assume_zero_funding=args.assume_zero_funding,
     )
     return run_backtest_command(request, loader(args))

@@ -49,5 +49,6 @@ def run(args: argparse.Namespace) -> int:
             args.since,
             args.until or datetime.now(UTC),
             args.out,
+            settings.market.kind,
         )
     )

@@ -4,7 +4,9 @@ It books what the ledger missed (fills while no daemon ran, orders that ended) a
 report; an unexplained mismatch leaves trading HALTED in the ledger, so a daemon started
 after it will not trade until a person has looked. While a daemon holds the ledger it only
 reads (a dry run): the daemon reconciles on its own schedule, and two writers must never
-book the same fill. Exit status: 0 ok, 1 mismatch, 75 could not finish (venue unreachable).
+book the same fill. A perpetual account's positions are listed with side, size, leverage,
+margin, liquidation price and its distance from the mark, unrealised P&L and funding paid.
+Exit status: 0 ok, 1 mismatch, 75 could not finish (venue unreachable).
 """
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("the ledger has no account yet: nothing to reconcile\n")
         return 0
     if args.json:
-        sys.stdout.write(json.dumps(report_json(report), indent=2) + "\n")
+        data = report_json(report)
+        if report.positions:  # a perpetual account's: side, leverage, margin, liquidation
+            data["positions"] = [position.as_json() for position in report.positions]
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
         sys.stdout.write(report.text)
     if report.problems:

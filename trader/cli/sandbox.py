@@ -1,5 +1,6 @@
 """`trader sandbox --data FILE...`: the emulator served as a live venue on loopback (Binance
-spot, or Alpaca with `--venue alpaca`)."""
+spot, Alpaca with `--venue alpaca`, Binance USDⓈ-M or Aster perps with `--venue binanceusdm`
+or `--venue aster`)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def add(verbs: Verbs, common: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument(
-        "--venue", choices=["binance", "alpaca"], default="binance",
-        help="whose API it speaks (default binance)",
+        "--venue", choices=["binance", "alpaca", "binanceusdm", "aster"], default="binance",
+        help="whose API it speaks (default binance spot; binanceusdm and aster: USDⓈ-M perps, "
+        "with the mark candles and funding rows recorded beside each bar file)",
     )  # fmt: skip
     parser.add_argument(
         "--data", nargs="+", type=Path, required=True, metavar="FILE",

@@ -109,6 +109,12 @@ class ExchangeSettings(Section):
 
 
 class MarketSettings(Section):
+    kind: Literal["spot", "perp"] = Field(
+        "spot",
+        description="what is traded: spot, or perp (a linear perpetual future: `trader "
+        "download` fetches its funding rates and mark-price candles with the bars, and a "
+        "backtest pays funding at each recorded funding time)",
+    )
     symbols: list[str] = Field(
         ["BTC/USDT", "SOL/USDT"],
         min_length=1,

@@ -63,6 +63,21 @@ class RiskSettings(Section):
         "backtest.on_halt says (at the next day: measured from that day's start)",
     )
     min_edge_bps: float = Field(5.0, ge=0, description="expected edge required after fees+spread")
+    max_leverage: float = Field(
+        1.0,
+        ge=1,
+        le=125,
+        description="perp: the most the positions' notional at the mark may be per unit of "
+        "margin balance; the leverage set on each symbol at start-up (checked back) is this, "
+        "rounded up to a whole number",
+    )
+    liquidation_buffer: float = Field(
+        0.05,
+        ge=0,
+        lt=1,
+        description="perp: reduce a position (reduce-only) before the mark comes within this "
+        "share of the mark of its liquidation price; 0 turns the rule off",
+    )
     day_zone: str = Field(
         "UTC",
         description="where the risk day is counted (IANA zone): UTC suits crypto and every "
@@ -100,6 +115,18 @@ class BrokerSettings(Section):
     )
     on_shutdown: Literal["keep", "cancel"] = Field(
         "keep", description="what to do with open orders on a clean stop"
+    )
+    margin_mode: Literal["isolated", "cross"] = Field(
+        "isolated",
+        description="perp: each position's margin its own (isolated), or the whole wallet's "
+        "(cross); set on each symbol at start-up and checked back; one-way position mode only "
+        "(hedge mode is refused)",
+    )
+    liquidation_fee_bps: Decimal = Field(
+        Decimal(50),
+        ge=0,
+        description="perp, paper and backtests: the liquidation fee, in bps of the notional "
+        "closed, taken only out of the margin the close leaves (venues charge 50 to 125)",
     )
     capital_share: Fraction = Field(
         1.0,

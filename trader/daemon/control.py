@@ -31,6 +31,7 @@ from trader.logging import get_logger
 from trader.risk.state import TradingState, TradingStatus
 from trader.strategy.base import Decision, DecisionContext, stand_aside
 from trader.strategy.select import strategies_for
+from trader.strategy.shorts import account_short_refusal
 
 
 class FlattenStrategy:
@@ -88,6 +89,7 @@ class Controller:
                 settings.strategy,
                 settings.market.symbols,
                 both_sides=settings.exchange.rests_both_sides,
+                short_refusal=account_short_refusal(settings),
             )
         change = self.engine.risk.resume(f"resumed by {by}", self.clock.now())
         await self._record(change)

@@ -12,6 +12,7 @@ from trader.config.schema import Settings
 from trader.engine.pipeline import Engine
 from trader.engine.planning import Planner
 from trader.strategy.select import strategies_for
+from trader.strategy.shorts import account_short_refusal
 
 RELOADABLE = ("strategy", "risk")
 
@@ -43,7 +44,10 @@ def apply_reload(engine: Engine, settings: Settings) -> None:
     engine.settings = settings
     engine.planner = Planner.of(settings)
     engine.strategies = strategies_for(
-        settings.strategy, settings.market.symbols, both_sides=settings.exchange.rests_both_sides
+        settings.strategy,
+        settings.market.symbols,
+        both_sides=settings.exchange.rests_both_sides,
+        short_refusal=account_short_refusal(settings),
     )
     engine.risk.settings = settings.risk
 

@@ -21,9 +21,18 @@ class Instrument:
     # A short position's step, where the venue shorts coarser than it trades (Alpaca: whole
     # shares of a stock it trades in fractions); None: the amount step.
     short_step: Decimal | None = None
+    # "perp": a linear perpetual (USDⓈ-margined, settled in the quote: funding, margin,
+    # liquidation, shorts); "spot" else. Amounts are in the base asset, as ccxt gives them;
+    # `contract_size` is the base asset per contract on the venue's own order book.
+    kind: str = "spot"
+    contract_size: Decimal = Decimal(1)
 
     def __post_init__(self) -> None:
         check_symbol(self.symbol)
+        if self.kind not in ("spot", "perp"):
+            raise DomainError(f"{self.symbol}: kind {self.kind!r} is neither spot nor perp")
+        size = positive_decimal(self.contract_size, "contract size")
+        object.__setattr__(self, "contract_size", size)
         object.__setattr__(self, "price_step", positive_decimal(self.price_step, "price step"))
         object.__setattr__(self, "amount_step", positive_decimal(self.amount_step, "amount step"))
         for name in ("min_amount", "min_notional"):
@@ -33,6 +42,10 @@ class Instrument:
             object.__setattr__(self, name, value)
         if self.short_step is not None:
             object.__setattr__(self, "short_step", positive_decimal(self.short_step, "short step"))
+
+    @property
+    def is_perp(self) -> bool:
+        return self.kind == "perp"
 
     def round_amount(self, amount: Decimal, *, short: bool = False) -> Decimal:
         """Down to the amount step (a short position's step for `short`): never more than

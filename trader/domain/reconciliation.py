@@ -27,6 +27,7 @@ from trader.domain.fee_posting import FeeCorrection, corrected
 from trader.domain.fill import Fill
 from trader.domain.money import ZERO, exact
 from trader.domain.order import Order
+from trader.domain.perp.position_risk import PositionRisk
 from trader.domain.portfolio import Portfolio
 
 
@@ -47,6 +48,35 @@ class LedgerBook:
     pending_fees: Sequence[Fill] = ()
     booked_postings: frozenset[str] = frozenset()
     posted_fees: Mapping[str, Decimal] = field(default_factory=dict)  # by asset, all booked
+    # A perpetual account's funding rows booked from the venue, by the venue's id; None: the
+    # ledger keeps none (its cash then holds no venue funding).
+    venue_funding: Mapping[str, VenueFunding] | None = None
+
+
+@dataclass(frozen=True)
+class VenueFunding:
+    """A funding row as the venue booked it: `amount` is its income (+ received, - paid)."""
+
+    venue_id: str
+    symbol: str
+    amount: Decimal
+    at: datetime
+
+
+@dataclass(frozen=True)
+class VenueLiquidation:
+    """A position the venue liquidated, closed by the fill `fill_id` (booked with the report):
+    what the ledger records of it. The venue does not say the mark that triggered it."""
+
+    fill_id: str
+    symbol: str
+    at: datetime
+    position: Decimal  # signed, before it was closed
+    trigger_mark: Decimal
+    liquidation_price: Decimal
+    close_price: Decimal  # the venue's fill price
+    fee: Decimal
+    margin_mode: str
 
 
 @dataclass(frozen=True)
@@ -106,6 +136,9 @@ class ReconcileReport:
     fee_corrections: tuple[FeeCorrection, ...] = ()  # posted fees booked against estimates
     pending_fees: Mapping[str, Decimal] = field(default_factory=dict)  # still estimates, after
     posted_fees: Mapping[str, Decimal] = field(default_factory=dict)  # every posting, after
+    positions: tuple[PositionRisk, ...] = ()  # a perpetual account's, as the venue reports them
+    funding: tuple[VenueFunding, ...] = ()  # the venue's funding rows the ledger had not booked
+    liquidations: tuple[VenueLiquidation, ...] = ()  # the venue's, their fills in `executions`
 
     @property
     def ok(self) -> bool:
@@ -134,6 +167,10 @@ class ReconcileReport:
         parts.append(f"{booked} {len(fills)} fill(s) and {len(changed)} other order change(s)")
         if self.fee_corrections:
             parts.append(f"{booked} {len(self.fee_corrections)} posted fee correction(s)")
+        if self.funding:
+            parts.append(f"{booked} {len(self.funding)} funding row(s) from the venue")
+        if self.liquidations:
+            parts.append(f"{len(self.liquidations)} liquidation(s) at the venue")
         if self.foreign:
             parts.append(f"{len(self.foreign)} order(s) on the venue the ledger does not know")
         bad = [b for b in self.balances if not b.ok]
@@ -186,6 +223,7 @@ class ReconcileReport:
                 f"balance {balance.asset}: venue {balance.actual}, ledger implies "
                 f"{balance.expected}: {mark}"
             )
+        out += [position.describe() for position in self.positions]
         out += [f"note: {note}" for note in self.notes]
         out += [f"PROBLEM: {problem}" for problem in self.problems]
         return out
@@ -212,13 +250,17 @@ class ReportBuilder:
     fee_corrections: list[FeeCorrection] = field(default_factory=list)
     pending_fees: dict[str, Decimal] = field(default_factory=dict)
     posted_fees: dict[str, Decimal] = field(default_factory=dict)
+    positions: list[PositionRisk] = field(default_factory=list)
+    funding: list[VenueFunding] = field(default_factory=list)
+    liquidations: list[VenueLiquidation] = field(default_factory=list)
 
     def build(self) -> ReconcileReport:
         return ReconcileReport(
             self.at, self.broker, tuple(self.executions), tuple(self.foreign),
             tuple(self.balances), tuple(self.checked), tuple(self.notes), tuple(self.problems),
             self.incomplete, self.dry_run, tuple(self.fee_corrections), dict(self.pending_fees),
-            dict(self.posted_fees),
+            dict(self.posted_fees), tuple(self.positions), tuple(self.funding),
+            tuple(self.liquidations),
         )  # fmt: skip
 
 
@@ -234,6 +276,19 @@ def portfolio_after(
     for correction in corrections:
         portfolio = corrected(portfolio, correction)
     return portfolio
+
+
+def funded(portfolio: Portfolio, rows: Iterable[VenueFunding]) -> Portfolio:
+    """`portfolio` with the venue's funding rows in its cash (income: + received)."""
+    with exact():
+        income = sum((row.amount for row in rows), ZERO)
+    if income == 0:
+        return portfolio
+    with exact():
+        cash = portfolio.cash + income
+    return Portfolio(
+        portfolio.currency, cash, portfolio.positions, portfolio.realized_pnl, portfolio.fees_paid
+    )
 
 
 def base_asset(symbol: str) -> str:

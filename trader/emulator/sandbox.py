@@ -1,6 +1,7 @@
 """`trader sandbox`: the emulator as a venue to trade against live, without an account.
 
-Binance here (`trader.emulator.alpaca_sandbox` serves Alpaca). Recorded bars are replayed on
+Binance here (`trader.emulator.alpaca_sandbox` serves Alpaca, `trader.emulator.perp_sandbox`
+Binance USDⓈ-M and Aster perps). Recorded bars are replayed on
 the wall clock, each compressed to `bar_seconds` of real time (served as Binance `<n>s`
 klines), and shifted so that `warmup` of them have already closed when the sandbox starts
 (the daemon's first window is full at once). One account, funded with test cash, trades on
@@ -29,9 +30,9 @@ from trader.domain import Timeframe
 from trader.emulator.alpaca_sandbox import open_alpaca_sandbox
 from trader.emulator.market import EmulatedMarket, Instrument
 from trader.emulator.sandbox_replay import (
+    SandboxAccess,
     SandboxClock,
     SandboxSettings,
-    daemon_command,
     recorded_bars,
     restamped,
 )
@@ -52,36 +53,18 @@ class Sandbox:
     timeframe: str
     ends: datetime
 
+    @property
+    def access(self) -> SandboxAccess:
+        return SandboxAccess(
+            "binance", self.server.base_url, self.api_key, self.api_secret, self.symbols,
+            self.timeframe,
+        )  # fmt: skip
+
     def daemon_settings(self) -> dict[str, str]:
-        """The daemon's settings for this sandbox, in live mode: its test keys (a sandbox's
-        own, nothing to protect), a settle delay shorter than a bar, the baseline model (no
-        weights needed), any free metrics port and a ledger of its own in the current folder."""
-        settle = min(5.0, Timeframe(self.timeframe).seconds / 5)
-        return {
-            "TRADER_EXCHANGE__API_KEY": self.api_key,
-            "TRADER_EXCHANGE__API_SECRET": self.api_secret,
-            "TRADER_EXCHANGE__API_BASE_URL": self.server.base_url,
-            "TRADER_MARKET__SYMBOLS": ",".join(self.symbols),
-            "TRADER_MARKET__TIMEFRAME": self.timeframe,
-            "TRADER_SCHEDULE__SETTLE_DELAY_S": f"{settle:g}",
-            "TRADER_FORECAST__MODEL": "baseline",
-            "TRADER_METRICS__PORT": "0",
-            "TRADER_LEDGER__PATH": "var/sandbox.sqlite3",
-            "TRADER_BROKER__MODE": "live",
-            "TRADER_BROKER__LIVE_CONFIRMATION": "true",
-        }
+        return self.access.daemon_settings()
 
     def ready(self) -> dict[str, Any]:
-        """What the ready file holds: the address, the test keys, the daemon's settings."""
-        return {
-            "venue": "binance",
-            "base_url": self.server.base_url,
-            "api_key": self.api_key,
-            "api_secret": self.api_secret,
-            "symbols": self.symbols,
-            "timeframe": self.timeframe,
-            "env": self.daemon_settings(),
-        }
+        return self.access.ready()
 
     def instructions(self) -> str:
         url = self.server.base_url
@@ -90,11 +73,7 @@ class Sandbox:
                 f"sandbox: Binance spot emulator at {url}, replaying "
                 f"{', '.join(self.symbols)} as {self.timeframe} bars "
                 f"until {self.ends:%H:%M:%S} UTC",
-                "test keys (for this sandbox only):",
-                f"  TRADER_EXCHANGE__API_KEY={self.api_key}",
-                f"  TRADER_EXCHANGE__API_SECRET={self.api_secret}",
-                "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
-                f"  {daemon_command(self.daemon_settings())}",
+                *self.access.how_to_trade(),
                 f"account and orders: {url}/__emulator__/account; faults: POST "
                 f"{url}/__emulator__/faults",
             ]
@@ -147,8 +126,13 @@ async def open_sandbox(settings: SandboxSettings) -> Sandbox:
 async def serve_sandbox(settings: SandboxSettings, ready_file: Path | None = None) -> int:
     """Serve until SIGTERM/SIGINT; the instructions go to stdout (and `ready_file`, as JSON)."""
     try:
-        opened = open_alpaca_sandbox if settings.venue == "alpaca" else open_sandbox
-        sandbox = await opened(settings)
+        if settings.venue in ("binanceusdm", "aster"):
+            from trader.emulator.perp_sandbox import open_perp_sandbox  # noqa: PLC0415
+
+            sandbox: Any = await open_perp_sandbox(settings)
+        else:
+            opened = open_alpaca_sandbox if settings.venue == "alpaca" else open_sandbox
+            sandbox = await opened(settings)
     except ValueError as error:
         sys.stderr.write(f"trader sandbox: {error}\n")
         return 2

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from trader.clock import Clock, WallClock
 from trader.domain import Bar, Timeframe, from_epoch_ms, to_epoch_ms
@@ -52,7 +52,7 @@ class SandboxSettings:
     liquidity_share: Decimal = Decimal("0.1")
     slippage_bps: Decimal = Decimal(0)  # takers fill this far beyond the quoted touch
     market_fill_share: Decimal = Decimal(1)  # a market order fills this share, the rest expires
-    venue: Literal["binance", "alpaca"] = "binance"
+    venue: Literal["binance", "alpaca", "binanceusdm", "aster"] = "binance"
     # Alpaca's: its bar length, the venue's time at the start (None: the wall clock's), how
     # long its clock stands there first, and each stock's exchange calendar (a symbol
     # without one is a crypto pair).
@@ -110,3 +110,56 @@ def daemon_command(settings: Mapping[str, str]) -> str:
     """A shell command that runs the daemon with `settings` in its environment, as printed."""
     assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in settings.items())
     return f"{assignments} trader run"
+
+
+@dataclass(frozen=True)
+class SandboxAccess:
+    """What a daemon needs to trade on a ccxt sandbox (Binance spot, USDⓈ-M, Aster): the
+    address, its test keys (a sandbox's own, nothing to protect), the symbols and the bars'
+    timeframe, and the venue's own settings (`extra`)."""
+
+    venue: str
+    base_url: str
+    api_key: str
+    api_secret: str
+    symbols: Sequence[str]
+    timeframe: str
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def daemon_settings(self) -> dict[str, str]:
+        """The daemon's settings, in live mode: a settle delay shorter than a bar, the baseline
+        model (no weights needed), any free metrics port and a ledger of its own in the
+        current folder."""
+        settle = min(5.0, Timeframe(self.timeframe).seconds / 5)
+        return {
+            **self.extra,
+            "TRADER_EXCHANGE__API_KEY": self.api_key,
+            "TRADER_EXCHANGE__API_SECRET": self.api_secret,
+            "TRADER_EXCHANGE__API_BASE_URL": self.base_url,
+            "TRADER_MARKET__SYMBOLS": ",".join(self.symbols),
+            "TRADER_MARKET__TIMEFRAME": self.timeframe,
+            "TRADER_SCHEDULE__SETTLE_DELAY_S": f"{settle:g}",
+            "TRADER_FORECAST__MODEL": "baseline",
+            "TRADER_METRICS__PORT": "0",
+            "TRADER_LEDGER__PATH": "var/sandbox.sqlite3",
+            "TRADER_BROKER__MODE": "live",
+            "TRADER_BROKER__LIVE_CONFIRMATION": "true",
+        }
+
+    def ready(self) -> dict[str, Any]:
+        """What the ready file holds: the address, the test keys, the daemon's settings."""
+        return {
+            "venue": self.venue, "base_url": self.base_url, "api_key": self.api_key,
+            "api_secret": self.api_secret, "symbols": list(self.symbols),
+            "timeframe": self.timeframe, "env": self.daemon_settings(),
+        }  # fmt: skip
+
+    def how_to_trade(self) -> list[str]:
+        """The instructions' lines with the test keys and the daemon's command."""
+        return [
+            "test keys (for this sandbox only):",
+            f"  TRADER_EXCHANGE__API_KEY={self.api_key}",
+            f"  TRADER_EXCHANGE__API_SECRET={self.api_secret}",
+            "run the daemon against it in live mode (its ledger: var/sandbox.sqlite3 here):",
+            f"  {daemon_command(self.daemon_settings())}",
+        ]

@@ -16,12 +16,13 @@ import hmac
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
+from trader.emulator.params import decimal_param, required
 from trader.emulator.plumbing import accounts_state
 from trader.emulator.venue import (
     NO_SUCH_ORDER,
@@ -42,6 +43,26 @@ DEFAULT_RECV_WINDOW_MS = 5_000
 def sign(query: str, secret: str) -> str:
     """The signature Binance expects for `query` (what a client appends as `signature=`)."""
     return hmac.new(secret.encode(), query.encode(), hashlib.sha256).hexdigest()
+
+
+def check_time(params: Mapping[str, str], now: int) -> None:
+    """Refuse a signed request whose `timestamp` lies outside its `recvWindow` of `now` (ms),
+    or 1000 ms or more ahead of it, as Binance does (-1021); the futures API shares it."""
+    try:
+        timestamp = int(params["timestamp"])
+        window = int(params.get("recvWindow", DEFAULT_RECV_WINDOW_MS))
+    except KeyError:
+        raise VenueError(
+            -1102, "Mandatory parameter 'timestamp' was not sent, was empty/null, or malformed."
+        ) from None
+    except ValueError:
+        raise VenueError(-1100, "Illegal characters found in a parameter.") from None
+    if not 0 < window <= MAX_RECV_WINDOW_MS:
+        raise VenueError(-1131, "recvWindow must be less than 60000")
+    if timestamp >= now + 1000:
+        raise VenueError(-1021, "Timestamp for this request was 1000ms ahead of the server's time.")
+    if now - timestamp > window:
+        raise VenueError(-1021, "Timestamp for this request is outside of the recvWindow.")
 
 
 @dataclass
@@ -83,24 +104,7 @@ class SignedApi:
         return account, params
 
     def _check_time(self, params: Mapping[str, str]) -> None:
-        try:
-            timestamp = int(params["timestamp"])
-            window = int(params.get("recvWindow", DEFAULT_RECV_WINDOW_MS))
-        except KeyError:
-            raise VenueError(
-                -1102, "Mandatory parameter 'timestamp' was not sent, was empty/null, or malformed."
-            ) from None
-        except ValueError:
-            raise VenueError(-1100, "Illegal characters found in a parameter.") from None
-        if not 0 < window <= MAX_RECV_WINDOW_MS:
-            raise VenueError(-1131, "recvWindow must be less than 60000")
-        now = self.wall_ms()
-        if timestamp >= now + 1000:
-            raise VenueError(
-                -1021, "Timestamp for this request was 1000ms ahead of the server's time."
-            )
-        if now - timestamp > window:
-            raise VenueError(-1021, "Timestamp for this request is outside of the recvWindow.")
+        check_time(params, self.wall_ms())
 
     # --- endpoints --------------------------------------------------------------------------
 
@@ -142,11 +146,11 @@ class SignedApi:
 
     async def new_order(self, request: web.Request) -> web.Response:
         account, params = await self._authenticate(request)
-        symbol = _required(params, "symbol")
+        symbol = required(params, "symbol")
         side = _choice(params, "side", {"BUY", "SELL"})
         type_ = _choice(params, "type", {"LIMIT", "MARKET"})
-        quantity = _decimal(params, "quantity")
-        price = _decimal(params, "price") if type_ == "LIMIT" else None
+        quantity = decimal_param(params, "quantity")
+        price = decimal_param(params, "price") if type_ == "LIMIT" else None
         tif = _choice(params, "timeInForce", {"GTC", "IOC"}) if type_ == "LIMIT" else None
         client_id = params.get("newClientOrderId") or f"emu{self.venue._next_order}"
         order = self.venue.place(
@@ -177,7 +181,7 @@ class SignedApi:
         return web.json_response(body)
 
     def _order(self, account: Account, params: Mapping[str, str], missing: str) -> VenueOrder:
-        symbol = _required(params, "symbol")
+        symbol = required(params, "symbol")
         order_id = params.get("orderId")
         client_id = params.get("origClientOrderId")
         if order_id is None and client_id is None:
@@ -230,7 +234,7 @@ class SignedApi:
     ) -> tuple[Account, Mapping[str, str], str, int, int | None, int | None]:
         """A history request's account, parameters, symbol, limit and time span."""
         account, params = await self._authenticate(request)
-        symbol = _required(params, "symbol")
+        symbol = required(params, "symbol")
         self.venue.instrument(symbol)
         self.venue.sync(account)
         limit = _limit(params, 500, 1000)
@@ -358,30 +362,10 @@ def _trade_json(trade: VenueTrade) -> dict[str, Any]:
     }
 
 
-def _required(params: Mapping[str, str], name: str) -> str:
-    value = params.get(name)
-    if not value:
-        raise VenueError(
-            -1102, f"Mandatory parameter '{name}' was not sent, was empty/null, or malformed."
-        )
-    return value
-
-
 def _choice(params: Mapping[str, str], name: str, allowed: set[str]) -> str:
-    value = _required(params, name)
+    value = required(params, name)
     if value not in allowed:
         raise VenueError(-1116 if name == "type" else -1100, f"Invalid {name}.")
-    return value
-
-
-def _decimal(params: Mapping[str, str], name: str) -> Decimal:
-    text = _required(params, name)
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise VenueError(-1100, f"Illegal characters found in parameter '{name}'.") from None
-    if not value.is_finite():
-        raise VenueError(-1100, f"Illegal characters found in parameter '{name}'.")
     return value
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from decimal import Decimal
 
 from structlog.typing import FilteringBoundLogger
 
+from trader.broker.paper_perp import PaperPerps
 from trader.broker.protocol import Broker
 from trader.domain import Order, OrderStatus, Portfolio
 from trader.domain.execution import Execution
 from trader.engine.report import TickReport
+from trader.ledger.funding import PerpRows
 from trader.ledger.trading import LedgerState
 from trader.risk.state import TradingStatus
 
@@ -26,6 +29,11 @@ class Account:
     unsent: dict[str, Order]  # recorded before a restart, perhaps never sent
     executions: list[Execution]  # this tick's, booked when it ends
     cursor_moves: dict[str, datetime]  # this tick's, booked when it ends
+    # Perpetuals (`perps`): the last tick booked (funding falls due after it), this tick's
+    # funding and liquidation rows, and the mark prices positions are valued on.
+    last_tick: datetime | None
+    perp: PerpRows
+    perp_marks: dict[str, Decimal]
 
     def __init__(self, state: LedgerState, broker: Broker, log: FilteringBoundLogger) -> None:
         self._broker = broker
@@ -38,6 +46,9 @@ class Account:
         self.portfolio = state.portfolio
         self.cursor = dict(state.cursor)
         self._broker.restore(state.open_orders, state.fill_counts)
+        perps = getattr(self._broker, "perps", None)  # the paper broker's perpetuals
+        if isinstance(perps, PaperPerps):
+            perps.restored(state.portfolio, state.open_orders)
         # Orders an interrupted tick already made: never made again when it re-runs.
         self.recent = dict(state.recent_orders)
         # Recorded but perhaps never sent before a restart: sent when their tick re-runs.
@@ -46,9 +57,12 @@ class Account:
         }
         self.executions = []
         self.cursor_moves = {}
+        self.last_tick = state.last_tick
+        self.perp, self.perp_marks = PerpRows(), {}
 
     def begin_tick(self) -> None:
         self.executions, self.cursor_moves = [], {}
+        self.perp = PerpRows()
 
     def book(self, executions: Sequence[Execution], report: TickReport) -> None:
         """Apply fills to the portfolio now; the ledger gets them when the tick commits."""

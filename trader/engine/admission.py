@@ -16,15 +16,19 @@ from trader.engine.planning import Book, Intent
 from trader.engine.report import TickReport
 from trader.market.step import SymbolData
 from trader.risk.engine import OrderCheck, RiskEngine, Verdict
+from trader.risk.liquidation import BUFFER_RULE, PerpExposure
 from trader.risk.state import TradingState
 
 UNRECONCILED = Verdict(False, "unreconciled", "no complete reconciliation with the broker")
 
 
 class Admission:
-    def __init__(self, risk: RiskEngine, log: FilteringBoundLogger) -> None:
+    def __init__(self, risk: RiskEngine, log: FilteringBoundLogger, *, perp: bool = False) -> None:
+        """`perp`: the account trades perpetuals, and each order is put to the leverage check
+        (its equity is the margin balance: wallet + unrealised P&L on the marks)."""
         self._risk = risk
         self._log = log
+        self._perp = perp
 
     def admit(
         self,
@@ -81,6 +85,8 @@ class Admission:
             mark=mark,
             others_exposure=book.others_exposure,
             edge_bps=intent.edge_bps,
+            perp=PerpExposure(book.others_exposure, book.equity) if self._perp else None,
+            averts_liquidation=intent.leg == BUFFER_RULE,
         )
         return self._risk.judge(check, at)
 

@@ -38,7 +38,7 @@ class TickBooking:
     ) -> None:
         account, risk = self.account, self.risk
         # The orders stage valued the same windows and quotes already, when it ran.
-        marks = report.marks or current_marks(self.market.windows, data)
+        marks = report.marks or {**current_marks(self.market.windows, data), **account.perp_marks}
         record, change = settle(report, marks, account.portfolio, risk)
         change = change or account.halted_by
         account.halted_by = None
@@ -47,6 +47,7 @@ class TickBooking:
             await self.ledger.commit_tick(
                 account.executions, account.portfolio, account.cursor_moves, record,
                 change or outage.unrecorded,  # a halt for a refused write, booked once it can be
+                account.perp,
             )  # fmt: skip
         except Exception as error:
             # Stop trading at once: until writes succeed again (a refused write), else until a
@@ -57,6 +58,7 @@ class TickBooking:
             raise
         outage.unrecorded = None
         account.cursor.update(account.cursor_moves)
+        account.last_tick = at
         report.portfolio = account.portfolio
         if change is not None:
             announce(change, hooks, self.log)

@@ -17,7 +17,7 @@ share between ticks, and `StageRunner` (stages.py) runs each one timed and witho
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from datetime import datetime
@@ -32,14 +32,18 @@ from trader.engine.booking import TickBooking
 from trader.engine.deciding import Deciding
 from trader.engine.fills import RestingFills
 from trader.engine.forecasting import Forecasting
+from trader.engine.liquidation_guard import LiquidationGuard, guard_pending
+from trader.engine.perps import PerpBook
 from trader.engine.planning import Planner
 from trader.engine.quiet import QuietTicks
 from trader.engine.reconciling import reconcile_ledger
 from trader.engine.report import EngineHooks, NoHooks, TickReport, announce
 from trader.engine.routing import OrderRouting
 from trader.engine.stages import StageRunner
+from trader.engine.valuation import current_marks
 from trader.engine.write_outage import WriteOutage
 from trader.forecast.protocol import Forecaster
+from trader.ledger.funding import FundingRow
 from trader.ledger.trading import LedgerState, TradingLedger
 from trader.logging import get_logger, log_context
 from trader.market.step import MarketDataStep, TickData
@@ -66,9 +70,11 @@ class Engine:
         hooks: EngineHooks | None = None,
         inference: Executor | None = None,
         quiet_ticks: bool = False,
+        perps: PerpBook | None = None,
     ) -> None:
         """`quiet_ticks`: take the short way through ticks where nothing rests and every order
-        is refused (`quiet.QuietTicks`); a backtest's engine does."""
+        is refused (`quiet.QuietTicks`); a backtest's engine does. `perps`: the perp stage
+        (funding, liquidation, mark prices: `perps.PerpBook`), for `market.kind = "perp"`."""
         if not forecasters:
             raise ValueError("the engine needs a forecaster")
         self.settings = settings
@@ -80,6 +86,9 @@ class Engine:
         self.ledger = ledger
         self.instruments = instruments
         self.hooks = hooks or NoHooks()
+        self.perps = perps
+        # The venue's funding rows a reconciliation booked, for the metrics (set at start-up).
+        self.on_funding_booked: Callable[[Sequence[FundingRow]], None] | None = None
         self.planner = Planner.of(settings)
         self.costs = Costs(
             float(settings.broker.taker_fee_bps), float(settings.broker.maker_fee_bps)
@@ -95,10 +104,18 @@ class Engine:
         self._stage = StageRunner(risk, self.account, outage, log)
         self._fills = RestingFills(market, broker, self.account)
         self._deciding = Deciding(market, self.account, self.forecasters, self.costs, log)
-        admission = self.admission = Admission(risk, log)
+        admission = self.admission = Admission(risk, log, perp=perps is not None)
+        guard = None
+        if perps is not None:  # the liquidation buffer rule, on the perp stage's terms
+            terms = perps.terms
+            guard = LiquidationGuard(
+                risk, terms.brackets, terms.leverage, terms.margin_mode,
+                {symbol: strategy.name for symbol, strategy in strategies.items()}, log,
+                settings.broker.slippage_bps, isolated_funding=perps.isolated_funding,
+            )  # fmt: skip
         self._orders = OrderRouting(
             market=market, broker=broker, ledger=ledger, instruments=instruments,
-            account=self.account, admission=admission, log=log,
+            account=self.account, admission=admission, log=log, guard=guard,
         )  # fmt: skip
         self._booking = TickBooking(
             market=market, risk=risk, ledger=ledger, account=self.account, outage=outage, log=log
@@ -141,6 +158,11 @@ class Engine:
                         quiet.move_cursor()  # nothing rests: nothing can fill
                     else:
                         await self._fills.run(data, at, report)
+            if self.perps is not None:
+                with stage(report, "perp"):  # after the bars' fills, before our orders
+                    closes = current_marks(self.market.windows, data)
+                    await self.perps.run(at, self.account, report, closes)
+            if data is not None:
                 with stage(report, "forecast"):
                     forecasts = await self._forecasting.run(data, self.settings.forecast, report)
                 with stage(report, "strategy"):
@@ -148,13 +170,17 @@ class Engine:
                         data, forecasts or {}, at, report, self.strategies, self.settings.strategy
                     )
                 with stage(report, "orders"):
+                    if quiet is not None and guard_pending(
+                        self._orders.guard, self.market, self.instruments, data, self.account
+                    ):
+                        quiet = None  # a reduction of the buffer rule goes out
                     if quiet is None or not quiet.refuse_all(
                         decisions or {}, data, at, report, self.planner
                     ):
                         await self._orders.run(
                             decisions or {}, data, at, report, self.planner, self.reconciled
                         )
-            if {"fills", "orders"} & set(report.failed_stages):
+            if {"fills", "perp", "orders"} & set(report.failed_stages):
                 with stage(report, "rollback"):  # half of a tick's money is never booked
                     await self._booking.roll_back(at)
             with stage(report, "ledger"):
@@ -171,7 +197,10 @@ class Engine:
         a person has looked; a reconciliation that could not finish (the venue unreachable)
         keeps new orders back until one does. Run it between ticks, never during one."""
         with log_context(reconcile=at.isoformat()):
-            report = await reconcile_ledger(self.broker, self.ledger, at, in_memory=self.portfolio)
+            report = await reconcile_ledger(
+                self.broker, self.ledger, at, in_memory=self.portfolio,
+                on_funding=self.on_funding_booked,
+            )  # fmt: skip
             try:
                 self.account.recover(await self.ledger.load())
             except Exception:

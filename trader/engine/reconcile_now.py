@@ -109,7 +109,18 @@ async def _broker(
         await feed.start(settings.market.symbols)
         instruments = {s: feed.instrument(s) for s in settings.market.symbols}
         broker: Broker
-        if dry_run:
+        if dry_run and settings.market.kind == "perp":
+            # Nothing set at the venue: the account is compared as start-up would leave it.
+            from trader.broker.factory import baseline_time  # noqa: PLC0415
+            from trader.broker.live.perp import PerpLiveBroker  # noqa: PLC0415
+            from trader.broker.live.perp_funding import MemoryFunding  # noqa: PLC0415
+
+            since = await baseline_time(database) or clock.now()
+            broker = PerpLiveBroker(
+                feed.exchange, settings.broker, instruments,
+                max_leverage=settings.risk.max_leverage, funding=MemoryFunding(since),
+            )  # fmt: skip
+        elif dry_run:
             broker = LiveBroker(feed.exchange, settings.broker, instruments)
         else:
             broker, _cash = await build_broker(settings, feed, instruments, database, clock.now())

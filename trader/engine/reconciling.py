@@ -4,12 +4,14 @@ on demand (as a dry run while a daemon holds the ledger)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from trader.broker.protocol import Broker
 from trader.domain import Portfolio
 from trader.domain.reconciliation import ReconcileReport, portfolio_after
+from trader.ledger.funding import FundingRow
 from trader.ledger.reconciliation import ReconciliationLedger
 from trader.ledger.trading import TradingLedger
 from trader.logging import get_logger
@@ -28,9 +30,11 @@ async def reconcile_ledger(
     *,
     in_memory: Portfolio | None = None,
     dry_run: bool = False,
+    on_funding: Callable[[Sequence[FundingRow]], None] | None = None,
 ) -> ReconcileReport:
     """The report, its findings booked unless `dry_run`. `in_memory` is the portfolio a running
-    engine holds, which must equal the ledger's between ticks."""
+    engine holds, which must equal the ledger's between ticks. `on_funding` is told the venue's
+    funding rows once they are booked (the metrics' counters; a failure there is logged)."""
     log = get_logger("trader.reconcile")
     reconciliation = ReconciliationLedger(ledger.database)
     try:
@@ -57,9 +61,14 @@ async def reconcile_ledger(
         return report
     try:
         after = portfolio_after(state.portfolio, report.executions, report.fee_corrections)
-        await reconciliation.book(report, after)
+        booked = await reconciliation.book(report, after)
     except Exception as error:
         log.exception("the reconciliation could not be booked")
         problem = f"what the broker reported could not be booked: {_short(error)}"
         return replace(report, problems=(*report.problems, problem))
+    if on_funding is not None and booked:
+        try:
+            on_funding(booked)
+        except Exception:  # telemetry never fails a reconciliation
+            log.exception("the booked funding rows could not be counted")
     return report

@@ -20,6 +20,7 @@ from trader.domain import Instrument, Order, OrderStatus
 from trader.domain.execution import Execution
 from trader.engine.account import Account
 from trader.engine.admission import Admission
+from trader.engine.liquidation_guard import LiquidationGuard
 from trader.engine.planning import Planner
 from trader.engine.report import TickReport
 from trader.engine.sizing import books_for, plan_orders
@@ -38,6 +39,7 @@ class OrderRouting:
     account: Account
     admission: Admission
     log: FilteringBoundLogger
+    guard: LiquidationGuard | None = None  # a perpetual account's liquidation buffer rule
 
     async def run(
         self,
@@ -50,9 +52,15 @@ class OrderRouting:
     ) -> None:
         """Size, check and send the tick's orders; what the broker did is booked in memory."""
         account = self.account
-        marks = report.marks = current_marks(self.market.windows, data)
+        marks = report.marks = {**current_marks(self.market.windows, data), **account.perp_marks}
         books = books_for(decisions, at, account.portfolio, marks, self.broker.open_orders())
         plans = plan_orders(planner, decisions, data, at, self.instruments, books)
+        if self.guard is not None:  # before, and instead of, a strategy's orders
+            plans, books = self.guard.apply(
+                plans, books, portfolio=account.portfolio, marks=marks,
+                instruments=self.instruments, data=data, at=at,
+                open_orders=self.broker.open_orders(),
+            )  # fmt: skip
         # Each plan's cancels first, then its new orders through the risk checks.
         executions: list[Execution] = []
         new: list[Order] = []

@@ -278,4 +278,35 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (tick, symbol, rule)
     ) WITHOUT ROWID;
     """,
+    # 11: perpetuals. `funding`: a row per funding time a position paid (+) or received (-),
+    # on the signed position then at the mark then; "modelled" by the paper broker and
+    # backtests, "venue" as the exchange booked it (its id; its income rows may not say the
+    # rate, mark or position: NULL), once per symbol, time and source.
+    # The account's cash holds the sum, and a restart derives it from the fills and these rows.
+    # `liquidations`: a position the mark took through its liquidation price, closed at the
+    # bankruptcy price by the fill `fill_id` (its order `liquidation-...`), with the fee.
+    """
+    CREATE TABLE funding (
+        symbol TEXT NOT NULL,
+        at TEXT NOT NULL,
+        rate TEXT,
+        mark TEXT,
+        position TEXT,
+        paid TEXT NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('modelled', 'venue')),
+        venue_id TEXT,
+        PRIMARY KEY (symbol, at, source)
+    ) WITHOUT ROWID;
+    CREATE TABLE liquidations (
+        fill_id TEXT PRIMARY KEY REFERENCES fills (fill_id),
+        symbol TEXT NOT NULL,
+        at TEXT NOT NULL,
+        position TEXT NOT NULL,
+        trigger_mark TEXT NOT NULL,
+        liquidation_price TEXT NOT NULL,
+        close_price TEXT NOT NULL,
+        fee TEXT NOT NULL,
+        margin_mode TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )

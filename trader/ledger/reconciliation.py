@@ -1,19 +1,31 @@
 """The ledger's side of reconciliation: what a broker needs to compare against, booking what
-it found (in one transaction with the report), and the venue's baseline balances."""
+it found (in one transaction with the report), and the venue's baseline balances.
+
+A perpetual account's funding as the venue booked it (`ReconcileReport.funding`) is written to
+the funding table (source "venue", once per symbol and time: a row that comes again is not
+booked twice) with the cash it moved, and a liquidation at the venue to the liquidations table
+after its fill, all in the same transaction as the fills (helper D's `trader.ledger.funding`)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 
 from trader.domain import Order, Portfolio
 from trader.domain.fee_posting import posted_by_asset
-from trader.domain.reconciliation import LedgerBook, ReconcileReport
+from trader.domain.reconciliation import (
+    LedgerBook,
+    ReconcileReport,
+    VenueFunding,
+    VenueLiquidation,
+    funded,
+)
 from trader.ledger.codec import money_text, parse_time, time_text
 from trader.ledger.database import Database, LedgerError, transaction
 from trader.ledger.fees import FeeRecord, fee_record, write_corrections
+from trader.ledger.funding import FundingRow, LiquidationRow, PerpRows, write_perp_rows
 from trader.ledger.trading import LedgerState, _fill, _order, _write_executions, _write_portfolio
 
 order_from_row = _order
@@ -30,7 +42,7 @@ class ReconciliationLedger:
 
         def read(
             c: sqlite3.Connection,
-        ) -> tuple[frozenset[str], frozenset[str], list[Order], FeeRecord]:
+        ) -> tuple[frozenset[str], frozenset[str], list[Order], FeeRecord, list[VenueFunding]]:
             orders = frozenset(r[0] for r in c.execute("SELECT client_order_id FROM orders"))
             fills = frozenset(r[0] for r in c.execute("SELECT fill_id FROM fills"))
             recent = c.execute(
@@ -39,9 +51,10 @@ class ReconciliationLedger:
             ).fetchall()
             estimated = c.execute("SELECT * FROM fills WHERE fee_estimated = 1 ORDER BY rowid")
             fees = fee_record(c, [fill_from_row(row) for row in estimated])
-            return orders, fills, [order_from_row(row) for row in recent], fees
+            recent_orders = [order_from_row(row) for row in recent]
+            return orders, fills, recent_orders, fees, venue_funding(c)
 
-        orders, fills, recent, fees = await self._db.run(read)
+        orders, fills, recent, fees, funding = await self._db.run(read)
         return LedgerBook(
             portfolio=state.portfolio,
             starting_cash=state.starting_cash,
@@ -53,13 +66,16 @@ class ReconciliationLedger:
             pending_fees=fees.pending,
             booked_postings=fees.booked_postings,
             posted_fees=posted_by_asset(fees.corrections),
+            venue_funding={row.venue_id: row for row in funding},
         )
 
-    async def book(self, report: ReconcileReport, portfolio: Portfolio) -> None:
+    async def book(self, report: ReconcileReport, portfolio: Portfolio) -> list[FundingRow]:
         """The report's order changes and fills, its fee corrections after them (`portfolio`
-        is the portfolio after both), and the report."""
+        is the portfolio after both), the venue's funding (not yet booked) with the cash it
+        moved, its liquidations, and the report. Returns the funding rows it booked (for the
+        funding counters: `PerpMetrics.funding_booked`)."""
 
-        def write(c: sqlite3.Connection) -> None:
+        def write(c: sqlite3.Connection) -> list[FundingRow]:
             with transaction(c):
                 _write_executions(c, report.executions, portfolio, report.at, "reconciliation")
                 written = write_corrections(c, report.fee_corrections, report.at)
@@ -68,14 +84,20 @@ class ReconciliationLedger:
                     raise LedgerError("a fee posting in the report was booked already")
                 if written:
                     _write_portfolio(c, portfolio, {x.symbol for x in written})
+                new = unbooked(venue_funding(c), report.funding)
+                rows = PerpRows(
+                    [funding_row(r) for r in new], [liquidation_row(r) for r in report.liquidations]
+                )
+                write_perp_rows(c, rows, funded(portfolio, new))
                 c.execute(
                     "INSERT INTO reconciliations (at, broker, ok, summary, report) "
                     "VALUES (?, ?, ?, ?, ?)",
                     (time_text(report.at), report.broker, int(report.ok), report.summary,
                      report.text),
                 )  # fmt: skip
+            return rows.funding
 
-        await self._db.run(write)
+        return await self._db.run(write)
 
     async def has_account(self) -> bool:
         row = await self._db.run(lambda c: c.execute("SELECT count(*) FROM account").fetchone())
@@ -109,3 +131,30 @@ class ReconciliationLedger:
             ).fetchone()
         )
         return (parse_time(row[0]), bool(row[1]), row[2]) if row else None
+
+
+def venue_funding(c: sqlite3.Connection) -> list[VenueFunding]:
+    """The funding rows booked from the venue (the table keeps what was paid: + paid)."""
+    rows = c.execute("SELECT venue_id, symbol, paid, at FROM funding WHERE source = 'venue'")
+    return [
+        VenueFunding(str(venue_id), symbol, -Decimal(paid), parse_time(at))
+        for venue_id, symbol, paid, at in rows
+    ]
+
+
+def unbooked(booked: Sequence[VenueFunding], rows: Sequence[VenueFunding]) -> list[VenueFunding]:
+    """`rows` whose symbol and time the ledger has not booked from the venue, each once."""
+    new: dict[tuple[str, datetime], VenueFunding] = {(r.symbol, r.at): r for r in booked}
+    return [new.setdefault((r.symbol, r.at), r) for r in rows if (r.symbol, r.at) not in new]
+
+
+def funding_row(row: VenueFunding) -> FundingRow:
+    """The venue's row as the ledger keeps it: the rate, mark and position it does not say."""
+    return FundingRow(row.symbol, row.at, None, None, None, -row.amount, "venue", row.venue_id)
+
+
+def liquidation_row(row: VenueLiquidation) -> LiquidationRow:
+    return LiquidationRow(
+        row.fill_id, row.symbol, row.at, row.position, row.trigger_mark, row.liquidation_price,
+        row.close_price, row.fee, row.margin_mode,
+    )  # fmt: skip

@@ -46,6 +46,7 @@ from trader.ledger.codec import (
 from trader.ledger.database import Database, LedgerError, Statements, transaction
 from trader.ledger.fees import derive_portfolio
 from trader.ledger.forecast_rows import forecast_row
+from trader.ledger.funding import PerpRows, with_funding, write_perp_rows
 from trader.ledger.tick_rows import DECISION_QUOTES, RISK_REFUSALS, quote_rows, refusal_rows
 from trader.ledger.trading_state import (
     SET_STATE,
@@ -242,9 +243,11 @@ class TradingLedger:
         cursor: Mapping[str, datetime],
         record: TickRecord,
         change: TradingStatus | None,
+        perp: PerpRows | None = None,
     ) -> None:
         """Everything a tick did, in one transaction: its fills, the orders they touched, the
-        positions and cash after them, how far the market was read, and the tick's record. A
+        positions and cash after them (and a perp's funding and liquidations: `funding`), how
+        far the market was read, and the tick's record. A
         crash leaves the tick whole or absent, never half-booked. A tick that moved no order
         and no money is not forced to disk: losing it to a power cut only means re-running it."""
 
@@ -252,12 +255,14 @@ class TradingLedger:
 
         def write(c: Statements) -> None:
             _write_executions(c, executions, portfolio, record.at)
+            if perp:
+                write_perp_rows(c, perp, portfolio)
             c.executemany(_MOVE_CURSOR, [(s, time_text(t)) for s, t in cursor.items()])
             _write_tick(c, record, state)
             if change is not None:
                 write_status_event(c, change)
 
-        await self._write(write, durable=bool(executions) or change is not None)
+        await self._write(write, durable=bool(executions) or bool(perp) or change is not None)
 
     async def commit_quiet_ticks(
         self,
@@ -381,7 +386,7 @@ def _load(c: sqlite3.Connection) -> LedgerState:
     rows = c.execute("SELECT rowid, * FROM fills ORDER BY rowid")
     numbered = [(row[0], _fill(row[1:])) for row in rows]
     fills = [fill for _, fill in numbered]
-    derived = derive_portfolio(c, currency, Decimal(starting), numbered)
+    derived = with_funding(c, derive_portfolio(c, currency, Decimal(starting), numbered))
     stored = Portfolio(
         currency,
         Decimal(cash),

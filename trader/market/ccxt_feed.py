@@ -16,7 +16,7 @@ from ccxt.base.decimal_to_precision import TICK_SIZE
 
 from trader.clock import Clock
 from trader.config.market_settings import ExchangeSettings
-from trader.domain import Instrument, Timeframe, from_epoch_ms
+from trader.domain import DomainError, Instrument, Timeframe, from_epoch_ms
 from trader.market.feed import ExchangeCallFailed, UnknownSymbols
 from trader.market.hygiene import RawQuote, Row
 from trader.market.retry import Retrier, RetryPolicy, asked_wait
@@ -26,6 +26,13 @@ T = TypeVar("T")
 # Per-exchange options for spot trading: load only the markets we can trade.
 _SPOT_OPTIONS: dict[str, dict[str, Any]] = {
     "binance": {"fetchMarkets": {"types": ["spot"]}, "defaultType": "spot"},
+}
+# Linear perpetuals (`market.kind = "perp"`): the exchange's own futures default, and for Aster
+# no builder fee: ccxt's `aster` otherwise approves, then adds to every order, a fee of 0.1% to
+# ccxt's builder address (ccxt/aster.py `initialize_client`, `create_order_request`).
+_PERP_OPTIONS: dict[str, dict[str, Any]] = {
+    "binanceusdm": {},
+    "aster": {"defaultType": "swap", "builderFee": False},
 }
 _PARSE_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError)
 
@@ -40,7 +47,11 @@ def create_exchange(settings: ExchangeSettings) -> ccxt.Exchange:
     config: dict[str, Any] = {
         "enableRateLimit": True,
         "timeout": int(settings.timeout_s * 1000),
-        "options": dict(_SPOT_OPTIONS.get(settings.id, {"defaultType": "spot"})),
+        "options": dict(
+            _PERP_OPTIONS[settings.id]
+            if settings.id in _PERP_OPTIONS
+            else _SPOT_OPTIONS.get(settings.id, {"defaultType": "spot"})
+        ),
     }
     for key, secret in (
         ("apiKey", settings.api_key),
@@ -49,6 +60,9 @@ def create_exchange(settings: ExchangeSettings) -> ccxt.Exchange:
     ):
         if secret is not None:
             config[key] = secret.get_secret_value()
+    if settings.id == "aster" and "secret" in config:
+        # Aster signs with an Ethereum key (EIP-712), which ccxt takes as `privateKey`.
+        config["privateKey"] = config.pop("secret")
     exchange: ccxt.Exchange = factory(config)
     if settings.testnet:
         exchange.set_sandbox_mode(True)
@@ -143,9 +157,11 @@ class CcxtMarketData:
         # `shortAmount` is not ccxt's: Alpaca's adapter sets it for stocks it shorts in whole
         # shares only (`trader.market.alpaca.wire.market`).
         short = precision.get("shortAmount")
+        kind, size = perp_terms(symbol, market)
         return Instrument(
             symbol, step(precision.get("price")), step(precision.get("amount")),
             minimum("amount"), minimum("cost"), step(short) if short is not None else None,
+            kind=kind, contract_size=size,
         )  # fmt: skip
 
     def no_trade_feed(self, symbol: str) -> str | None:
@@ -231,6 +247,17 @@ class CcxtMarketData:
 
     async def close(self) -> None:
         await self.exchange.close()
+
+
+def perp_terms(symbol: str, market: dict[str, Any]) -> tuple[str, Decimal]:
+    """("perp", contract size) for a linear perpetual, ("spot", 1) for a spot market; any
+    other derivative is refused (ccxt's market structure: `swap`, `linear`, `contractSize`)."""
+    if market.get("spot") or not market.get("contract"):
+        return "spot", Decimal(1)
+    if not (market.get("swap") and market.get("linear")):
+        raise DomainError(f"{symbol} is not a linear perpetual (only USDⓈ-M perps are traded)")
+    size = market.get("contractSize")
+    return "perp", Decimal(str(size)) if size else Decimal(1)
 
 
 def _exchange_time(ms: object) -> datetime | None:

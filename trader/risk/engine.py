@@ -1,8 +1,10 @@
 """Pre-trade risk: every order passes these rules, and the trading state follows equity.
 
 Rules, in order: halted; synthetic or stale quote; reducing-only; order notional; position per
-symbol; total exposure; orders per minute; minimum edge after fees and spread. Orders that
-shrink exposure skip the size, exposure and edge rules (getting out must stay possible).
+symbol; total exposure; orders per minute; leverage (a perpetual's: `liquidation.py`); minimum
+edge after fees and spread. Orders that shrink exposure skip the size, exposure, leverage and
+edge rules (getting out must stay possible). A perpetual account's liquidation buffer rule
+(`buffer_reductions`) runs every tick before the strategies' orders.
 
 Equity drives the state, measured the same on every timeframe (`marks.DayMarks`): a loss
 since the previous day's close past `max_daily_loss` means HALTED; a drawdown from the running
@@ -15,7 +17,8 @@ reference equity.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -24,6 +27,15 @@ from zoneinfo import ZoneInfo
 
 from trader.config.trading_settings import RiskSettings
 from trader.domain import OrderType, Quote, QuoteSource, Side
+from trader.domain.perp import PerpAccount
+from trader.logging import get_logger
+from trader.risk.liquidation import (
+    LEVERAGE_RULE,
+    BufferReduction,
+    PerpExposure,
+    buffer_reductions,
+    leverage_refusal,
+)
 from trader.risk.marks import DayMarks
 from trader.risk.state import TradingState, TradingStatus
 
@@ -53,6 +65,10 @@ class OrderCheck:
     mark: Decimal  # price the position is valued at
     others_exposure: Decimal  # gross exposure of every other symbol
     edge_bps: float | None  # the strategy's expected gross move, for orders that add exposure
+    perp: PerpExposure | None = None  # a perpetual's account: the leverage check reads it
+    # The liquidation buffer rule's order: when it only reduces, a halt lets it through (a
+    # halt stops new risk; the venue's liquidation of a halted account would cost more).
+    averts_liquidation: bool = False
 
     @property
     def reduces(self) -> bool:
@@ -103,6 +119,8 @@ class RiskEngine:
         self._zone = ZoneInfo(settings.day_zone)
         self._utc_days = settings.day_zone == "UTC" and settings.day_rolls_at == time(0)
         self._sent: deque[datetime] = deque()
+        self.reductions: Counter[str] = Counter()  # the buffer rule's orders, by symbol
+        self._log = get_logger("trader.risk")
 
     @property
     def state(self) -> TradingState:
@@ -128,11 +146,11 @@ class RiskEngine:
             or self._rate(c, at)
         )  # fmt: skip
         if refusal is None and not c.reduces:
-            refusal = self._size(c, at) or self._edge(c, at)
+            refusal = self._size(c, at) or self._leverage(c, at) or self._edge(c, at)
         return refusal or OK
 
     def _halted(self, c: OrderCheck, at: datetime) -> Verdict | None:
-        if self.state is TradingState.HALTED:
+        if self.state is TradingState.HALTED and not (c.averts_liquidation and c.reduces):
             return Verdict(False, "halted", f"trading is halted: {self.status.reason}")
         return None
 
@@ -171,6 +189,39 @@ class RiskEngine:
             why = f"exposure {after + c.others_exposure:.2f} > {limits.max_total_exposure}"
             return Verdict(False, "exposure_limit", why)
         return None
+
+    def _leverage(self, c: OrderCheck, at: datetime) -> Verdict | None:
+        if c.perp is None:
+            return None
+        why = leverage_refusal(
+            position=c.position, order=c.order.side.sign * c.order.amount, mark=c.mark,
+            exposure=c.perp, max_leverage=Decimal(repr(self.settings.max_leverage)),
+        )  # fmt: skip
+        return None if why is None else Verdict(False, LEVERAGE_RULE, why)
+
+    def buffer_reductions(
+        self,
+        account: PerpAccount,
+        marks: Mapping[str, Decimal],
+        steps: Mapping[str, Decimal],
+        costs: Mapping[str, Decimal] | None = None,
+    ) -> list[BufferReduction]:
+        """The liquidation buffer rule's reduce-only orders for this tick (none with
+        `risk.liquidation_buffer` 0), each said in the log and counted in `reductions`. The
+        caller sends them before, and instead of, the symbols' strategy orders. `costs`: what a
+        market order pays beside the taker fee, as a share of the notional (half the spread,
+        slippage), by symbol: the buffer must hold after the fill."""
+        buffer = Decimal(repr(self.settings.liquidation_buffer))
+        fee = Decimal(repr(self.taker_fee_bps)) / 10_000
+        paid = {s: fee + (costs or {}).get(s, Decimal(0)) for s in account.positions}
+        wanted = buffer_reductions(account, marks, buffer=buffer, steps=steps, costs=paid)
+        for reduction in wanted:
+            self.reductions[reduction.symbol] += 1
+            self._log.warning(
+                "liquidation buffer", symbol=reduction.symbol, side=str(reduction.side),
+                amount=str(reduction.amount), reason=reduction.reason,
+            )  # fmt: skip
+        return wanted
 
     def _edge(self, c: OrderCheck, at: datetime) -> Verdict | None:
         if c.edge_bps is None:

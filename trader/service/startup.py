@@ -34,6 +34,7 @@ from trader.forecast.build import ModelUnavailable, build_forecaster
 from trader.forecast.device import DeviceChoice, DeviceUnavailable
 from trader.forecast.provenance import model_labels
 from trader.ledger.database import Database, LedgerError
+from trader.ledger.funding import read_funding
 from trader.ledger.integrity import unreadable_refusal
 from trader.ledger.nonces import CommandNonces
 from trader.ledger.trading import TradingLedger
@@ -44,6 +45,7 @@ from trader.runner import (
     live_venue,
     model_device,
     model_names,
+    replay_perp_tapes,
     replay_times,
     replay_venue,
 )
@@ -58,6 +60,7 @@ from trader.service.skill import start_skill
 from trader.service.status import model_fields, publish_status, runtime, status_text
 from trader.service.ticking import Ticking
 from trader.service.trade_stream import start_trade_stream
+from trader.strategy.shorts import modelled_short_caveat
 from trader.telemetry.commands import MAX_NONCES
 from trader.telemetry.hooks import TelemetryHooks
 from trader.telemetry.metrics import CountedSkips
@@ -74,6 +77,9 @@ class Startup:
 
     async def run(self, stack: AsyncExitStack) -> None:
         parts = self.parts
+        caveat = modelled_short_caveat(parts.settings)
+        if caveat is not None:  # said first, once: a paper run's spot shorts are not tradeable
+            self.log.warning("shorts modelled", caveat=caveat)
         self._step("device check")
         device = self._check_device()
 
@@ -194,11 +200,17 @@ class Startup:
             metrics, settings.instance, parts.link,
             on_tick=self.ticking.after_report, on_state=self.ticking.on_state,
         )  # fmt: skip
+        replayed = parts.replay.replay.recordings if parts.replay is not None else None
+        try:
+            tapes = replay_perp_tapes(settings, replayed)  # a perpetual's funding and marks
+        except ValueError as error:
+            worker.shutdown()
+            raise StartupFailed(EX_DATAERR, "market data", str(error)) from error
         try:
             engine = await build_engine(
                 settings, venue.feed, database, venue.clock.now(), forecasters=parts.slots,
                 hooks=hooks, inference=worker.executor, start_market=False,
-                calendars=venue.calendars,
+                calendars=venue.calendars, perp_tapes=tapes,
             )  # fmt: skip
         except (LedgerError, DomainError, *UNREADABLE) as error:
             worker.shutdown()
@@ -211,6 +223,19 @@ class Startup:
         parts.engine = engine
         engine.market.skips = CountedSkips(metrics=metrics)
         metrics.start_from_ledger(engine.portfolio.fees_paid, engine.risk.status)
+        if engine.perps is not None:  # positions read as the perpetual account they are
+            terms, account = engine.perps.terms, engine.account
+            metrics.perp.use_terms(
+                terms.brackets, leverage=terms.leverage, margin_mode=terms.margin_mode,
+                reductions=engine.risk.reductions, funding=lambda: account.perp.funding,
+            )  # fmt: skip
+            # The funding counters start at the ledger's rows (a restart is no reset); the venue's
+            # rows a reconciliation books from now on are counted as they are booked.
+            engine.on_funding_booked = metrics.perp.funding_booked
+            try:
+                metrics.perp.funding_booked(await database.run(read_funding))
+            except Exception:  # metrics never stop a start
+                self.log.exception("the ledger's funding rows could not be counted")
         self.log.info(
             "ledger recovered",
             cash=str(engine.portfolio.cash),

@@ -34,6 +34,7 @@ from trader.telemetry.labels import (
     TICK_OUTCOMES,
     tick_outcome,
 )
+from trader.telemetry.perp_metrics import PerpMetrics
 from trader.telemetry.quote_age import QuoteAges
 from trader.telemetry.schedule_metrics import ScheduleMetrics
 
@@ -155,6 +156,7 @@ class Metrics(DaemonMetrics):
         )  # fmt: skip
         self.feed = FeedMetrics(r)
         self.fill_costs = FillCostMetrics(r, self.symbols)
+        self.perp = PerpMetrics(r, self.symbols)  # a spot account's symbols stay flat
         self.schedule = ScheduleMetrics(r, self.symbols)
         self.contiguous_bars = Gauge(
             "trader_window_contiguous_bars",
@@ -236,6 +238,7 @@ class Metrics(DaemonMetrics):
         """The limits in force (at start-up, and after each reload)."""
         self.risk_limit.labels("max_drawdown").set(risk.max_drawdown)
         self.risk_limit.labels("daily_loss").set(risk.max_daily_loss)
+        self.perp.set_limits(risk)
 
     # --- ticks ------------------------------------------------------------------------------
 
@@ -264,6 +267,7 @@ class Metrics(DaemonMetrics):
             )
         if report.status is not None:
             self.set_state(report.status)
+        self.perp.after_tick()
 
     def observe_windows(self, missing: Mapping[str, int], contiguous: Mapping[str, int]) -> None:
         """The data step's running count of missing bars, and its windows' contiguous tails."""
@@ -293,6 +297,7 @@ class Metrics(DaemonMetrics):
             self.pnl_realized.labels(symbol).set(
                 _number(portfolio.realized_pnl.get(symbol, Decimal(0)))
             )
+        self.perp.observe_portfolio(portfolio, marks)
         try:
             unrealized = portfolio.unrealized_pnl(marks)
         except DomainError:

@@ -9,7 +9,7 @@ what follows them is new.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace as evolve
 from datetime import datetime
 from decimal import Decimal
@@ -20,6 +20,7 @@ from trader.broker.live.book import OpenOrders
 from trader.broker.live.venue import VenueClient
 from trader.domain import Fill, Liquidity, Order, OrderStatus
 from trader.domain.execution import Execution
+from trader.domain.money import exact
 
 TRADES_PAGE = 1000
 
@@ -43,7 +44,7 @@ class FillBooking:
         fills = [self._fill(t, order, venue.at or at, Liquidity.TAKER) for t in venue.trades]
         if sum((f.amount for f in fills), Decimal(0)) < venue.filled:
             fills = await self._order_trades(order, venue.exchange_id)  # the whole history
-        new = unbooked(order, fills)
+        new = read_by(order, venue, unbooked(order, fills))
         current = order
         if current.exchange_order_id != venue.exchange_id:
             current = evolve(current, exchange_order_id=venue.exchange_id)
@@ -91,3 +92,18 @@ class FillBooking:
             self._client.exchange.safe_currency_code,
             default_at=at or order.created_at, default_liquidity=liquidity,
         )  # fmt: skip
+
+
+def read_by(order: Order, venue: VenueOrder, new: Sequence[Fill]) -> list[Fill]:
+    """The first of the `new` fills (in the venue's order) that the venue's read of the order
+    counts: trades read after the order may be newer than it (it filled again between the two
+    reads); those wait for the next read, which counts them."""
+    room = venue.filled - order.filled_amount
+    kept: list[Fill] = []
+    for fill in new:
+        if fill.amount > room:
+            break
+        kept.append(fill)
+        with exact():
+            room -= fill.amount
+    return kept

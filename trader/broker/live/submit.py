@@ -15,9 +15,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import ccxt.async_support as ccxt
 
@@ -32,6 +34,9 @@ from trader.domain.execution import Execution
 @dataclass(frozen=True)
 class Placement(OrderParts):
     """Works with the broker's shared order parts (`OrderParts`)."""
+
+    # More request parameters for an order (the perp broker's reduceOnly); none on spot.
+    params_for: Callable[[Order], Mapping[str, Any]] = field(default=lambda order: {})
 
     async def submit(self, order: Order, quote: Quote, at: datetime) -> Execution:
         self.client.check_halted()
@@ -73,7 +78,12 @@ class Placement(OrderParts):
             if sent != price:
                 return f"limit {price} is not on the market's price grid (would send {sent})"
         check = price if price is not None else (quote.ask if order.side is Side.BUY else quote.bid)
-        if not instrument.tradable(order.amount, check):
+        # A reduce-only order has no minimum notional (Binance -4164: "Order's notional must be
+        # no smaller than 5 (unless you choose reduce only)"); its minimum amount still holds.
+        waived = bool(self.params_for(order).get("reduceOnly"))
+        if not instrument.tradable(order.amount, check) and not (
+            waived and order.amount >= instrument.min_amount
+        ):
             return (
                 f"{order.amount} at {check} is below the market's minimum amount "
                 f"{instrument.min_amount} or notional {instrument.min_notional}"
@@ -87,7 +97,7 @@ class Placement(OrderParts):
             try:
                 raw = await client.ask(client.exchange.create_order(
                     sent.symbol, sent.type.value, sent.side.value, float(sent.amount), price,
-                    {"newClientOrderId": cid},
+                    {"newClientOrderId": cid, **self.params_for(sent)},
                 ))  # fmt: skip
             except ccxt.BaseError as error:
                 found = client.note("create order", sent, error)

@@ -129,11 +129,12 @@ class VenueClient:
 
     async def lookup(self, order: Order) -> VenueOrder | None:
         """The venue's view of `order`, by client id; None when it does not know it."""
+        # ccxt's aster reads the client id only as `clientOrderId` (aster.py `fetch_order`);
+        # binance and our Alpaca adapter as `origClientOrderId`.
+        key = "clientOrderId" if self.exchange.id == "aster" else "origClientOrderId"
         try:
             raw = await self.ask(
-                self.exchange.fetch_order(
-                    None, order.symbol, {"origClientOrderId": order.client_order_id}
-                )
+                self.exchange.fetch_order(None, order.symbol, {key: order.client_order_id})
             )
         except ccxt.OrderNotFound:
             return None
