@@ -158,7 +158,12 @@ OPEN_GRACE_S = 4.5
 
 @pytest.mark.timeout(400)
 def test_a_stock_daemon_over_a_weekend_raises_no_alert(cli, tmp_path):
-    rules = shortened_rules(tmp_path / "rules", time_lapsed(SESSION_AWARE, WEEKEND_SPEED))
+    # At 3600x every `for:` would shrink below a second: floored at three of this Prometheus's
+    # one-second scrapes (each with a one-second timeout), so one scrape slowed by a busy
+    # machine does not page where the real rule waits out eight (TraderDown: 2m of 15 s
+    # scrapes); an alert held over the 65 wall seconds of the weekend still fires.
+    lapsed = time_lapsed(SESSION_AWARE, WEEKEND_SPEED, floor_s=3.0)
+    rules = shortened_rules(tmp_path / "rules", lapsed)
     sandbox, ready = stock_sandbox(tmp_path, FRIDAY, "1h", "1")
     env = daemon_env(tmp_path, ready) | quote_settings(WEEKEND_SPEED)
     clock_runs = wall_instant(ready, FRIDAY)

@@ -102,6 +102,15 @@ def parse_funding_row(row: dict[str, Any]) -> FundingRate | None:
     return FundingRate(at, rate, mark if mark is not None and mark > 0 else None)
 
 
+def reads_mark_candles(exchange: Any) -> bool:
+    """Whether ccxt's `fetch_ohlcv(..., params={"price": "mark"})` reads mark-price candles
+    here. ccxt's `aster` says `fetchMarkOHLCV: False` but its `fetch_ohlcv` sends
+    `price="mark"` to /fapi/v3/markPriceKlines (ccxt 4.5.90 aster.py); elsewhere the venue's
+    `has` decides, since a client that ignores the parameter would answer last-price candles,
+    whose wicks must never stand for the mark."""
+    return bool(exchange.has.get("fetchMarkOHLCV")) or exchange.id == "aster"
+
+
 def parse_mark_row(row: list[Any]) -> MarkCandle | None:
     """A ccxt OHLCV row of mark prices ([open ms, open, high, low, close, ...]) as a candle;
     None for one without a time or with a price that is not a positive number."""
@@ -206,7 +215,7 @@ async def download_perp(
         )
     marks: Path | None = None
     candles = 0
-    if exchange.has.get("fetchMarkOHLCV"):
+    if reads_mark_candles(exchange):
         marks = mark_path(bars)
         candles = len(await download_marks(exchange, symbol, timeframe, since, until, marks))
     return PerpReport(funding, len(rates), marks, candles, _intervals(rates))

@@ -36,7 +36,12 @@ from structlog.typing import FilteringBoundLogger
 from trader.domain import Portfolio, Timeframe, from_epoch_ms, to_epoch_ms
 from trader.ledger import Database
 from trader.ledger.perp_cursor import FundingCursor, funding_cursors
-from trader.market.download_perp import decimal_or_none, parse_funding_row, parse_mark_row
+from trader.market.download_perp import (
+    decimal_or_none,
+    parse_funding_row,
+    parse_mark_row,
+    reads_mark_candles,
+)
 from trader.market.files.funding import FundingRate, MarkCandle, MarkPrices
 from trader.market.replay_perp import SAME_INSTANT, PerpTape
 
@@ -213,9 +218,12 @@ class LivePerpTapes(Mapping[str, LivePerpTape]):
         return rates
 
     async def _candles(self, symbol: str, since: int, until: int) -> list[MarkCandle]:
-        """The mark candles that opened at or after `since` and closed by `until`."""
+        """The mark candles that opened at or after `since` and closed by `until` (none where
+        ccxt reads no mark candles here: the mark now alone, never last-price candles)."""
         length = int(self.timeframe.duration.total_seconds() * 1000)
         candles: list[MarkCandle] = []
+        if not reads_mark_candles(self.exchange):
+            return candles
         for _ in range(MOST_PAGES):
             page = await self.exchange.fetch_ohlcv(
                 symbol, str(self.timeframe), since, PAGE, {"price": "mark"}

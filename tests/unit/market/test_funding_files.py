@@ -189,10 +189,22 @@ def test_the_download_pages_by_the_exchange_s_own_times_and_resumes(tmp_path, mo
     assert len(read_marks(again.marks, HOUR_MS).candles) == 40  # type: ignore[arg-type]
 
 
-def test_an_exchange_without_mark_candles_records_funding_alone(tmp_path):
+def test_aster_reads_mark_candles_although_ccxt_s_has_says_no(tmp_path):
+    # ccxt 4.5.90 aster.py: `has["fetchMarkOHLCV"]` is False, yet `fetch_ohlcv` with
+    # params={"price": "mark"} asks /fapi/v3/markPriceKlines.
     bars = tmp_path / "aster" / "SOLUSDT_USDT_1h.parquet"
     exchange = FakeUsdm(_times(), has_marks=False)
     exchange.id = "aster"
+    end = START + timedelta(days=2)
+    report = asyncio.run(download(exchange, "SOL/USDT:USDT", Timeframe("1h"), START, end, bars))
+    assert report.marks is not None
+    assert len(read_marks(report.marks, HOUR_MS).candles) == 48
+
+
+def test_an_exchange_without_mark_candles_records_funding_alone(tmp_path):
+    bars = tmp_path / "otherperp" / "SOLUSDT_USDT_1h.parquet"
+    exchange = FakeUsdm(_times(), has_marks=False)
+    exchange.id = "otherperp"  # a client whose `has` says no mark candles
     end = START + timedelta(days=2)
     report = asyncio.run(download(exchange, "SOL/USDT:USDT", Timeframe("1h"), START, end, bars))
     assert report.marks is None
