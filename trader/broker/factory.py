@@ -142,7 +142,5 @@ async def perp_broker(
         exchange, settings.broker, instruments, max_leverage=settings.risk.max_leverage,
         funding=MemoryFunding(since), **parts,
     )  # fmt: skip
-    # Preparing reads each symbol's market: on a restart no baseline read has loaded them yet.
-    await exchange.load_markets()
     await broker.prepare()
     return broker

@@ -112,8 +112,8 @@ class LivePerpTapes(Mapping[str, LivePerpTape]):
         self.timeframe = timeframe
         self.database = database
         self._log = log
-        length = int(timeframe.duration.total_seconds() * 1000)
-        self.tapes = {s: LivePerpTape(s, length) for s in symbols}
+        self.length_ms = int(timeframe.duration.total_seconds() * 1000)
+        self.tapes = {s: LivePerpTape(s, self.length_ms) for s in symbols}
 
     def __getitem__(self, symbol: str) -> LivePerpTape:
         return self.tapes[symbol]
@@ -220,7 +220,7 @@ class LivePerpTapes(Mapping[str, LivePerpTape]):
     async def _candles(self, symbol: str, since: int, until: int) -> list[MarkCandle]:
         """The mark candles that opened at or after `since` and closed by `until` (none where
         ccxt reads no mark candles here: the mark now alone, never last-price candles)."""
-        length = int(self.timeframe.duration.total_seconds() * 1000)
+        length = self.length_ms
         candles: list[MarkCandle] = []
         if not reads_mark_candles(self.exchange):
             return candles

@@ -26,7 +26,6 @@ from trader.broker.live.perp_positions import Sizes
 from trader.broker.live.perp_reconcile import PerpReconciler, PerpState
 from trader.broker.live.perp_setup import PerpTerms, prepare_perp_account
 from trader.broker.live.submit import Placement
-from trader.broker.safety import StartRefused
 from trader.config.trading_settings import BrokerSettings
 from trader.domain import Bar, Instrument, Order, Quote
 from trader.domain.execution import Execution
@@ -59,16 +58,8 @@ class PerpLiveBroker(LiveBroker):
 
     async def prepare(self) -> PerpTerms:
         """Start-up: StartRefused when the account is not as the daemon needs it."""
-        for symbol, instrument in sorted(self.instruments.items()):
-            if not instrument.is_perp:
-                raise StartRefused(f"{symbol} is not a perpetual at {self.name}")
-            if instrument.contract_size != 1:
-                raise StartRefused(
-                    f"{symbol}: a contract is {instrument.contract_size} of the base asset; "
-                    "only one-unit contracts (Binance USDⓈ-M, Aster) are supported"
-                )
         terms = await prepare_perp_account(
-            self.exchange, sorted(self.instruments), self.settings.margin_mode, self.max_leverage
+            self.exchange, self.instruments, self.settings.margin_mode, self.max_leverage
         )
         self.terms = terms
         self.perp.positions = dict(terms.positions)

@@ -28,7 +28,7 @@ import ccxt.async_support as ccxt
 from trader.broker.live.perp_positions import VenuePosition, read_positions
 from trader.broker.safety import StartRefused
 from trader.broker.venue_errors import classify, venue_code
-from trader.domain import DomainError
+from trader.domain import DomainError, Instrument
 from trader.domain.perp import LeverageBrackets
 from trader.domain.perp.from_portfolio import whole_leverage
 
@@ -56,17 +56,34 @@ def is_no_change(error: BaseException) -> bool:
     return isinstance(error, ccxt.MarginModeAlreadySet) or venue_code(error) in NO_NEED_TO_CHANGE
 
 
+def _check_contracts(instruments: Mapping[str, Instrument], venue: str) -> None:
+    for symbol, instrument in sorted(instruments.items()):
+        if not instrument.is_perp:
+            raise StartRefused(f"{symbol} is not a perpetual at {venue}")
+        if instrument.contract_size != 1:
+            raise StartRefused(
+                f"{symbol}: a contract is {instrument.contract_size} of the base asset; "
+                "only one-unit contracts (Binance USDⓈ-M, Aster) are supported"
+            )
+
+
 async def prepare_perp_account(
-    exchange: ccxt.Exchange, symbols: Sequence[str], margin_mode: str, max_leverage: float
+    exchange: ccxt.Exchange,
+    instruments: Mapping[str, Instrument],
+    margin_mode: str,
+    max_leverage: float,
 ) -> PerpTerms:
-    """Check and set the account for one-way trading of `symbols`; StartRefused says what
-    does not hold (and what to do)."""
+    """Check and set the account for one-way trading of `instruments`; StartRefused says what
+    does not hold (and what to do), before anything is set at the venue."""
     venue = str(exchange.id)
     try:
         leverage = whole_leverage(max_leverage)
     except DomainError as error:
         raise StartRefused(f"risk.max_leverage: {error}") from error
+    # The markets first: a restart's instruments are read from them (no baseline read has).
     await _ask(exchange.load_markets(), venue, "load its markets")
+    _check_contracts(instruments, venue)
+    symbols = sorted(instruments)
     mode = await _ask(exchange.fetch_position_mode(), venue, "read the position mode")
     if mode.get("hedged") is not False:
         raise StartRefused(HEDGE_MODE.format(venue=venue))
