@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -56,14 +57,26 @@ def venue_view(account: dict, venue: str) -> tuple[dict, dict, list[str]]:
 
 
 def last_run_and_reconcile(
-    command: list[str], tmp_path: Path, env: dict[str, str], ready: dict, ticks: int
+    command: list[str],
+    tmp_path: Path,
+    env: dict[str, str],
+    ready: dict,
+    ticks: int,
+    until: Callable[[], bool] = lambda: True,
+    most: int = 2,
 ) -> subprocess.CompletedProcess[str]:
-    """A last, clean run of the daemon past two more ticks and a clean stop (exit 0); then the
-    market stands still and `trader reconcile --json` books what happened since."""
+    """A last, clean run of the daemon past two more ticks (and on, up to `most` more, until
+    `until()` holds) and a clean stop (exit 0); then the market stands still and
+    `trader reconcile --json` books what happened since."""
     daemon = subprocess.Popen(
         command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
-    wait_for_ticks(tmp_path / "ledger.sqlite3", ticks + 2, daemon)
+    ledger = tmp_path / "ledger.sqlite3"
+    wait_for_ticks(ledger, ticks + 2, daemon)
+    for more in range(3, most + 1):
+        if until():
+            break
+        wait_for_ticks(ledger, ticks + more, daemon)
     daemon.send_signal(signal.SIGTERM)
     _, errors = daemon.communicate(timeout=60)
     assert daemon.returncode == 0, errors.decode()[-3000:]
