@@ -123,6 +123,7 @@ AGREED_METRICS = frozenset(
         "trader_perp_liquidation_buffer_ratio",
         "trader_perp_max_leverage",
         "trader_perp_account_leverage_ratio",
+        "trader_perp_mark_age_seconds",
         # prometheus_client's process collector (Linux).
         "process_resident_memory_bytes",
         "process_cpu_seconds_total",

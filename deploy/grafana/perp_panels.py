@@ -1,8 +1,9 @@
 """The dashboard's perpetual-futures panels (issue 44): each position's side, size, leverage and
 margin, its liquidation price and the distance from the mark to it against
 risk.liquidation_buffer (as TraderPerpNearLiquidation and TraderPerpInsideLiquidationBuffer
-judge it), unrealised P&L on the mark, the funding paid and received, and the buffer rule's
-reductions (trader/telemetry/perp_metrics.py). A spot daemon's symbols stay flat here."""
+judge it), unrealised P&L on the mark, the funding paid and received, the age of the mark each
+tick valued on, and the buffer rule's reductions (trader/telemetry/perp_metrics.py). A spot
+daemon's symbols stay flat here."""
 
 from __future__ import annotations
 
@@ -98,6 +99,15 @@ def perp_panels() -> list[Builder[dm.Panel] | db.Row]:
                 "{{symbol}}",
             ),
         ),
+        timeseries(
+            "Mark age",
+            "How old the mark price each tick valued a position on was: 0 when the venue's "
+            "mark was read at the tick; above 0 when it could not be read and an earlier one "
+            "stood in (the tick is degraded: TraderTicksDegraded, three in a row TraderNoOkTick), "
+            "so the liquidation distance and the buffer rule judged an old mark.",
+            query(_by_symbol("trader_perp_mark_age_seconds"), "{{symbol}}"),
+            thresholds=[(1, RED)],
+        ).unit("s"),
         timeseries(
             "Liquidation buffer reductions",
             "Reduce-only orders the liquidation buffer rule sent per hour, by symbol.",

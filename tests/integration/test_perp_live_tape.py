@@ -50,6 +50,7 @@ from trader.emulator.faults import Fault, FaultPlan
 from trader.emulator.futures_market import FundingEvent, brackets_from
 from trader.emulator.perp_sandbox import QuotedFuturesApi
 from trader.engine.pipeline import Engine
+from trader.engine.report import TickReport
 from trader.forecast import BaselineForecaster
 from trader.ledger import Database
 from trader.ledger.funding import read_funding, read_liquidations
@@ -58,6 +59,7 @@ from trader.market.ccxt_feed import CcxtMarketData, create_exchange
 from trader.market.live_perp_tape import LivePerpTapes
 from trader.runner import build_engine
 from trader.strategy.base import AtMarket, Decision
+from trader.telemetry.labels import tick_outcome
 
 pytestmark = pytest.mark.integration
 
@@ -97,9 +99,9 @@ class Daemon:
         assert isinstance(perps.tapes, LivePerpTapes)
         return perps.tapes
 
-    async def tick(self, hour: float) -> None:
+    async def tick(self, hour: float) -> TickReport:
         self.p.advance(hour)
-        await self.engine.tick(self.p.clock.now())
+        return await self.engine.tick(self.p.clock.now())
 
 
 @asynccontextmanager
@@ -154,12 +156,12 @@ async def test_a_paper_daemon_on_the_live_feed_books_the_venues_funding_once(
     ):
         with structlog.testing.capture_logs() as logs:
             await d.tick(35)  # opens the long
-            await d.tick(36)
+            last_good = await d.tick(36)
             if fault:  # the venue refuses the funding history at the tick it falls due
                 faults.add(Fault("status", path="/fapi/v[13]/fundingRate", status=503))
-            await d.tick(FUNDING_HOUR)
+            failed_at = await d.tick(FUNDING_HOUR)
             booked_then = await d.database.run(read_funding)
-            await d.tick(FUNDING_HOUR + 1)
+            next_one = await d.tick(FUNDING_HOUR + 1)
             await d.tick(FUNDING_HOUR + 2)
         fills = await TradingLedger(d.database).fills()
         rows = await d.database.run(read_funding)
@@ -181,10 +183,15 @@ async def test_a_paper_daemon_on_the_live_feed_books_the_venues_funding_once(
         assert failures == 1
         assert len(refused) == 1
         assert "the mark read at" in refused[0]["valued_on"]
+        # ... and the tick says so: valued on the mark read at the tick before, degraded.
+        assert failed_at.stale_marks == {ETH: last_good.at}
+        assert (failed_at.outcome, tick_outcome(failed_at)) == ("degraded", "degraded")
     else:
         assert booked_then == [row]  # ... booked at the tick it fell due when refreshed
         assert failures == 0
         assert refused == []
+        assert (failed_at.stale_marks, failed_at.outcome) == ({}, "ok")
+    assert (next_one.stale_marks, next_one.outcome) == ({}, "ok")
 
 
 class LongThenFlat:

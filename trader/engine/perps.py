@@ -95,6 +95,8 @@ class RefreshedTapes(Protocol):
 
     async def refresh(self, at: datetime, after: datetime | None, portfolio: Portfolio) -> None: ...
 
+    def stale(self, at: datetime) -> Mapping[str, datetime | None]: ...
+
 
 @dataclass(frozen=True)
 class PerpTerms:
@@ -179,6 +181,7 @@ class PerpBook:
         after = account.last_tick
         if isinstance(self.tapes, RefreshedTapes):  # a live feed's: read from the venue now
             await self.tapes.refresh(at, after, account.portfolio)
+            report.stale_marks = dict(self.tapes.stale(at))
         marks = {**closes, **self.marks(at)}
         self._forget_closed(account.portfolio)
         if not self.broker.external:  # a live venue liquidates itself: reconcile books it

@@ -44,15 +44,19 @@ class TickReport:
     daily_loss: float = 0.0
     portfolio: Portfolio | None = None
     write_failures: int = 0  # writes the ledger's disk refused this tick (write_outage)
+    # Perpetuals valued on a mark the venue did not give at this tick (a live feed's refresh
+    # failed), with the tick that read the mark in use (None: no mark read yet).
+    stale_marks: dict[str, datetime | None] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
-        """What the ledger keeps: ok; degraded (a stage failed, the tick still booked); failed
-        (nothing booked). A skipped symbol leaves it ok; the metrics count a tick by what an
-        operator needs to see instead (`trader.telemetry.labels.tick_outcome`)."""
+        """What the ledger keeps: ok; degraded (a stage failed, or a perpetual was valued on a
+        stale mark, the tick still booked); failed (nothing booked). A skipped symbol leaves it
+        ok; the metrics count a tick by what an operator needs to see instead
+        (`trader.telemetry.labels.tick_outcome`)."""
         failed = self.failed_stages
         if not failed:
-            return "ok"
+            return "degraded" if self.stale_marks else "ok"
         return "failed" if {"data", "ledger", "rollback"}.intersection(failed) else "degraded"
 
     def saw(self, data: TickData) -> None:

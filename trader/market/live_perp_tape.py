@@ -20,8 +20,10 @@ a replay's recorded files (`PerpTapeLike`):
 
 A refresh that fails (the venue down, an answer that is not one) is counted and logged, and
 the tick goes on: nothing falls due, the account is valued on the last good mark (said in the
-log with its time), and the next good refresh books what was missed. Rows are parsed by
-helper C's download code (`download_perp.parse_funding_row`, `parse_mark_row`).
+log with its time), the tick is degraded (`stale`: its report's `stale_marks`, the metrics'
+`trader_perp_mark_age_seconds`, /readyz), and the next good refresh books what was missed.
+Rows are parsed by helper C's download code (`download_perp.parse_funding_row`,
+`parse_mark_row`).
 """
 
 from __future__ import annotations
@@ -127,6 +129,11 @@ class LivePerpTapes(Mapping[str, LivePerpTape]):
     @property
     def failures(self) -> int:
         return sum(t.failures for t in self.tapes.values())
+
+    def stale(self, at: datetime) -> dict[str, datetime | None]:
+        """The perpetuals the tick at `at` values on a mark it did not read (its refresh
+        failed), with the tick that read the mark in use (None: none yet, the quotes' mid)."""
+        return {s: t.now_mark_at for s, t in self.tapes.items() if t.checked_at != at}
 
     async def refresh(self, at: datetime, after: datetime | None, portfolio: Portfolio) -> None:
         """Read each tape for the tick at `at` (`after`: the last tick booked). A failure is

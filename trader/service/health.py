@@ -15,7 +15,8 @@ from trader.telemetry.readiness import Verdict
 
 def data_check(parts: Parts) -> tuple[bool, str]:
     """Fresh: the tick that is due not later than the settle delay and misfire grace (live),
-    no skipped symbol, a good quote for every symbol (live)."""
+    no skipped symbol, a good quote for every symbol (live), every perpetual valued on a mark
+    read at the last tick (live)."""
     venue, report, settings = parts.venue, parts.last_report, parts.settings
     assert venue is not None
     problems: list[str] = []
@@ -26,6 +27,11 @@ def data_check(parts: Parts) -> tuple[bool, str]:
         # The data step's words where it has them ("gap: 12 of 16 bars in a row ...").
         status = parts.engine.market.status if parts.engine is not None else {}
         problems += [f"{s}: {status.get(s, r)}" for s, r in report.skipped.items()]
+        problems += [
+            f"{s}: valued on the mark read at {read.isoformat()} (the venue's mark could not be "
+            "read at the last tick)" if read is not None else f"{s}: no mark read yet"
+            for s, read in report.stale_marks.items()
+        ]  # fmt: skip
         # Late against the tick that is due, not the last one run: a market closed for the
         # night, a weekend or a holiday has no tick due, and is not stale for it.
         schedule = settings.schedule

@@ -50,7 +50,8 @@ LATENESS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 36
 
 
 def tick_outcome(report: TickReport) -> str:
-    """failed: a stage failed; degraded: a symbol skipped the tick; ok: neither."""
+    """failed: a stage failed; degraded: a symbol skipped the tick, or a perpetual was valued
+    on a mark not read at it; ok: neither."""
     if report.failed_stages:
         return "failed"
-    return "degraded" if report.skipped else "ok"
+    return "degraded" if report.skipped or report.stale_marks else "ok"

@@ -252,6 +252,7 @@ class Metrics(DaemonMetrics):
             self.last_ok_tick.set(report.at.timestamp())
         self.last_tick.set(report.at.timestamp())
         self.schedule.tick(report)
+        self.perp.observe_mark_ages(report.at, report.stale_marks)
         for symbol, at in report.quote_times.items():
             self.quote_ages.saw(symbol, at)
         for order in report.orders:

@@ -14,7 +14,10 @@ Per symbol (the settings' symbols; flat: side 0, size 0, margin 0, no liquidatio
 - `trader_perp_funding_paid_total` and `trader_perp_funding_received_total`: the funding the
   ledger booked, counters that start at the ledger's totals at start-up (a restart is no
   reset); paid minus received over a window is the net funding paid;
-- `trader_perp_buffer_reductions_total`: the liquidation buffer rule's reduce-only orders.
+- `trader_perp_buffer_reductions_total`: the liquidation buffer rule's reduce-only orders;
+- `trader_perp_mark_age_seconds`: on a live feed, how old the mark the last tick valued the
+  position on was (0: read at that tick; the tick's time less the time of the tick that read
+  it when the venue's mark could not be read; +Inf: none read yet). Such a tick is degraded.
 For the account: `trader_perp_liquidation_buffer_ratio` (`risk.liquidation_buffer`, 0: the rule
 is off), `trader_perp_max_leverage` (`risk.max_leverage`) and `trader_perp_account_leverage_ratio`
 (the positions' notional at the marks over the margin balance, what the leverage check limits).
@@ -22,7 +25,9 @@ is off), `trader_perp_max_leverage` (`risk.max_leverage`) and `trader_perp_accou
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
@@ -100,6 +105,10 @@ class PerpMetrics:
             "trader_perp_buffer_reductions_total", "Reduce-only orders of the liquidation "
             "buffer rule",
         )  # fmt: skip
+        self.mark_age = per_symbol(
+            "trader_perp_mark_age_seconds", "Age of the mark price the last tick valued the "
+            "position on (0: read at that tick; +Inf: none read yet)",
+        )  # fmt: skip
         self.buffer = account(
             "trader_perp_liquidation_buffer_ratio", "risk.liquidation_buffer: the least "
             "distance to liquidation, as a share of the mark, the rule keeps (0: off)",
@@ -117,6 +126,7 @@ class PerpMetrics:
             self.funding_paid.labels(symbol)
             self.funding_received.labels(symbol)
             self.reductions.labels(symbol)
+            self.mark_age.labels(symbol).set(0)
 
     def _flat(self, symbol: str) -> None:
         for gauge in (self.side, self.size, self.margin, self.unrealized, self.leverage):
@@ -196,6 +206,17 @@ class PerpMetrics:
                 self.funding_paid.labels(row.symbol).inc(float(row.paid))
             elif row.paid < 0:
                 self.funding_received.labels(row.symbol).inc(float(-row.paid))
+
+    def observe_mark_ages(self, at: datetime, stale: Mapping[str, datetime | None]) -> None:
+        """A tick at `at` valued `stale`'s perpetuals on marks read at those earlier ticks
+        (None: none read), every other one on a mark read at it."""
+        for symbol in sorted(set(self.symbols) | set(stale)):
+            if symbol not in stale:
+                self.mark_age.labels(symbol).set(0)
+                continue
+            read = stale[symbol]
+            age = math.inf if read is None else (at - read).total_seconds()
+            self.mark_age.labels(symbol).set(age)
 
     def count_reductions(self, counted: Mapping[str, int]) -> None:
         """The risk engine's running count of buffer reductions by symbol

@@ -44,3 +44,16 @@ def test_a_tick_overdue_past_its_grace_is_stale():
 def test_a_tick_still_within_its_grace_is_not():
     _, detail = daemon_at(MONDAY_CLOSE + timedelta(seconds=629))
     assert "no tick since" not in detail, detail
+
+
+def test_a_perpetual_valued_on_an_old_mark_is_not_fresh():
+    made = parts(market={"symbols": ["BTC/USDT:USDT"], "timeframe": "1h"})
+    made.venue = SimpleNamespace(kind="replay", clock=SimulatedClock(MONDAY_CLOSE))  # type: ignore[assignment]
+    read = MONDAY_CLOSE - timedelta(hours=1)
+    made.last_report = TickReport(MONDAY_CLOSE, stale_marks={"BTC/USDT:USDT": read})
+    ok, detail = data_check(made)
+    assert not ok
+    assert detail == (
+        "BTC/USDT:USDT: valued on the mark read at 2026-11-23T20:00:30+00:00 (the venue's mark "
+        "could not be read at the last tick)"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -22,6 +23,7 @@ from trader.config.trading_settings import RiskSettings
 from trader.domain import Fill, Liquidity, Portfolio, Side
 from trader.domain.perp import LeverageBrackets, MarginMode, PerpAccount, PerpPosition
 from trader.domain.perp.position_risk import position_risks
+from trader.engine.report import TickReport
 from trader.telemetry.metrics import Metrics
 from trader.telemetry.perp_metrics import PerpMetrics
 
@@ -156,3 +158,22 @@ def test_a_perpetual_daemons_book_is_read_as_its_account_at_each_tick():
     assert registry.get_sample_value(
         "trader_perp_liquidation_distance_ratio", {"symbol": BTC}
     ) == pytest.approx(distance)
+
+
+def test_a_tick_valued_on_an_old_mark_exports_its_age_and_is_degraded():
+    """A live feed's refresh failed at the tick at T0 + 2h: BTC was valued on the mark read at
+    the tick at T0 + 1h (an hour old), ETH on none read yet; the next good tick reads 0."""
+    registry = CollectorRegistry()
+    daemon = Metrics(registry, [BTC, ETH])
+    assert registry.get_sample_value("trader_perp_mark_age_seconds", {"symbol": BTC}) == 0
+    at = T0 + timedelta(hours=2)
+    stale = TickReport(at, stale_marks={BTC: T0 + timedelta(hours=1), ETH: None})
+    daemon.observe_tick(stale)
+    assert registry.get_sample_value("trader_perp_mark_age_seconds", {"symbol": BTC}) == 3600
+    assert registry.get_sample_value("trader_perp_mark_age_seconds", {"symbol": ETH}) == math.inf
+    assert registry.get_sample_value("trader_ticks_total", {"outcome": "degraded"}) == 1
+    assert registry.get_sample_value("trader_last_ok_tick_timestamp_seconds") == 0
+    daemon.observe_tick(TickReport(at + timedelta(hours=1)))
+    for symbol in (BTC, ETH):
+        assert registry.get_sample_value("trader_perp_mark_age_seconds", {"symbol": symbol}) == 0
+    assert registry.get_sample_value("trader_ticks_total", {"outcome": "ok"}) == 1
