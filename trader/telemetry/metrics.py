@@ -252,7 +252,6 @@ class Metrics(DaemonMetrics):
             self.last_ok_tick.set(report.at.timestamp())
         self.last_tick.set(report.at.timestamp())
         self.schedule.tick(report)
-        self.perp.observe_mark_ages(report.at, report.stale_marks)
         for symbol, at in report.quote_times.items():
             self.quote_ages.saw(symbol, at)
         for order in report.orders:
@@ -268,7 +267,7 @@ class Metrics(DaemonMetrics):
             )
         if report.status is not None:
             self.set_state(report.status)
-        self.perp.after_tick()
+        self.perp.after_tick(report.at, report.stale_marks)
 
     def observe_windows(self, missing: Mapping[str, int], contiguous: Mapping[str, int]) -> None:
         """The data step's running count of missing bars, and its windows' contiguous tails."""

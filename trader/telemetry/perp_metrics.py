@@ -156,10 +156,12 @@ class PerpMetrics:
         self._reductions = reductions if reductions is not None else {}
         self._funding = funding or tuple
 
-    def after_tick(self) -> None:
-        """A tick has been booked: its funding rows and the rule's reductions are counted."""
+    def after_tick(self, at: datetime, stale_marks: Mapping[str, datetime | None]) -> None:
+        """A tick at `at` has been booked: its funding rows and the rule's reductions are
+        counted, and the age of the marks it valued on (`TickReport.stale_marks`)."""
         self.count_reductions(self._reductions)
         self.funding_booked(self._funding())
+        self.observe_mark_ages(at, stale_marks)
 
     def observe_portfolio(self, portfolio: Portfolio, marks: Mapping[str, Decimal]) -> None:
         """The engine's book at a tick, read as the perpetual account it is (nothing without
