@@ -104,7 +104,7 @@ def lag_summary(lags: list[float]) -> dict[str, float]:
 async def measure_lag(args: argparse.Namespace) -> dict[str, Any]:
     config = PUBLISHED if args.size == "published" else SMALL
     model = TotoForecaster(random_model(config), num_samples=args.samples)
-    slot = ModelSlot("toto", torch.device("cpu"))
+    slot = ModelSlot("toto", "cpu")
     slot.load(model)
     batch = requests(args.data, args.context)
     worker = InferenceWorker("cpu")

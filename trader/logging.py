@@ -117,6 +117,9 @@ def configure_logging(
     root.setLevel(level)
     for name in _CHATTY:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    # Again even where it was on: whatever replaced warnings.showwarning since (a test
+    # harness restoring its own) would otherwise keep warnings out of the log.
+    logging.captureWarnings(False)
     logging.captureWarnings(True)
     if "torch" in sys.modules:
         adopt_library_loggers("torch")

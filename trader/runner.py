@@ -10,7 +10,6 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from trader.broker.factory import build_broker
 from trader.clock import Clock, SimulatedClock
@@ -23,9 +22,7 @@ from trader.engine.pipeline import Engine
 from trader.engine.planning import Planner
 from trader.engine.report import EngineHooks, TickReport
 from trader.forecast.build import ModelUnavailable, build_forecaster
-
-if TYPE_CHECKING:
-    from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.protocol import Forecaster
 from trader.ledger.bars import BarStore
 from trader.ledger.database import Database
@@ -59,12 +56,11 @@ def model_names(settings: Settings) -> list[str]:
 def model_device(settings: Settings) -> DeviceChoice:
     """Where the models run, logged once (a fallback to the CPU as a warning). Raises
     DeviceUnavailable with the reason and the fix."""
-    import torch  # noqa: PLC0415 - torch loads only where a model or its device needs it
+    if model_names(settings) == ["baseline"]:  # torch is never loaded for it
+        return DeviceChoice("cpu", "float32", "the baseline runs on the CPU")
+    # torch loads only where a model or its device needs it
+    from trader.forecast.device import choose_device  # noqa: PLC0415
 
-    from trader.forecast.device import DeviceChoice, choose_device  # noqa: PLC0415
-
-    if model_names(settings) == ["baseline"]:
-        return DeviceChoice(torch.device("cpu"), "float32", "the baseline runs on the CPU")
     device = choose_device(settings.forecast.device, settings.forecast.precision)
     log = get_logger("trader.forecast")
     if device.fallback:
@@ -80,7 +76,7 @@ def forecasters_for(settings: Settings) -> list[Forecaster]:
     names = model_names(settings)
     if names == ["baseline"]:
         return [build_forecaster("baseline", settings.forecast, None)]
-    from trader.forecast.device import DeviceUnavailable  # noqa: PLC0415
+    from trader.forecast.device_choice import DeviceUnavailable  # noqa: PLC0415
 
     try:
         device = model_device(settings)

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from tests.integration import kronos_reference, toto_reference
 from tests.recorded import SOLUSDT_1H
 from trader.backtest.run import run_backtest
 from trader.config.schema import Settings
 from trader.forecast.build import build_forecaster
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.protocol import Forecaster
 from trader.ledger.codec import time_text
 from trader.market.replay import Recording, read_recording
@@ -34,7 +33,7 @@ pytestmark = pytest.mark.integration
 CONTEXT, TICKS, CUT = 64, 48, 20  # bars of context, ticks run, ticks before t (at least)
 BATCH = 8  # windows per model call
 STRATEGIES = ["simple", "ci_guard", "maxdiff"]
-CPU = DeviceChoice(torch.device("cpu"), "float32", "tests run on the CPU")
+CPU = DeviceChoice("cpu", "float32", "tests run on the CPU")
 
 
 def settings(folder: Path) -> Settings:

@@ -10,6 +10,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import missing_binary
 from tests.integration.daemon import (
@@ -86,6 +87,13 @@ def test_prometheus_scrapes_every_promised_metric_from_a_replay(cli, tmp_path):
             assert query(url, 'trader_quote_source{symbol="SOL/USDT",source="modelled"} == 1')
             assert query(url, 'trader_build_info{broker_mode="paper"} == 1')
             assert query(url, 'trader_device_info{device="cpu"} == 1')
+            # The baseline's daemon never loads torch (some two seconds of every start), and
+            # still says which torch is installed, as torch itself says it.
+            maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
+            assert "libtorch" not in maps
+            build = f'torch="{torch.__version__}", cuda="{torch.version.cuda or ""}"'
+            assert query(url, f"trader_build_info{{{build}}} == 1")
+            assert query(url, f'trader_device_info{{torch="{torch.__version__}"}} == 1')
             assert query(url, 'trader_inference_latency_seconds_count{model="baseline"} > 0')
             assert query(url, "trader_last_tick_timestamp_seconds > 1.5e9")  # recorded: 2020
             # Issue 41's signals: judged on the replay's own clock, in its own timeframe.

@@ -21,7 +21,8 @@ from trader.bench.workload import SYMBOLS, Workload, workload
 from trader.config.forecast_settings import ForecastSettings
 from trader.config.schema import Settings
 from trader.exit_codes import EX_SOFTWARE, EX_UNAVAILABLE
-from trader.forecast.device import DeviceUnavailable, choose_device
+from trader.forecast.device import choose_device
+from trader.forecast.device_choice import DeviceUnavailable
 from trader.forecast.random_weights import Weights, weights_or_random
 from trader.private_files import write_file
 

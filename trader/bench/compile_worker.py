@@ -24,7 +24,8 @@ from torch._dynamo.utils import compilation_time_metrics, counters
 
 from trader.bench.workload import Part, Series, Workload
 from trader.config.forecast_settings import ForecastSettings
-from trader.forecast.device import DeviceChoice, choose_device
+from trader.forecast.device import choose_device
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.kronos import KronosForecaster
 from trader.forecast.kronos.loading import load_model, load_tokenizer
 from trader.forecast.kronos.sampling import Sampling

@@ -18,8 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
-import torch
-
 from trader.domain import Bar, Forecast, Timeframe
 from trader.forecast.protocol import CompileStats, Forecaster, ForecastRequest
 
@@ -47,6 +45,8 @@ def leave_a_core_to_the_loop() -> int:
     loop keeps. With every core busy in a matrix multiply the loop waits for a CPU, 10-15 ms at
     a time (bench/daemon.py measures both). torch's thread count is process-wide: the daemon
     calls this once at start-up. The thread count, for the log."""
+    import torch  # noqa: PLC0415 - loaded where a model runs: the baseline needs no torch
+
     threads = max(1, (os.cpu_count() or 1) - 1)
     torch.set_num_threads(threads)
     return threads
@@ -78,9 +78,7 @@ class ModelSlot:
     counters move by what torch reports after warm-up, and `trader_model_forced_eager{model}`
     says whether the compile guard switched the model to eager."""
 
-    def __init__(
-        self, name: str, device: torch.device, observer: InferenceObserver | None = None
-    ) -> None:
+    def __init__(self, name: str, device: str, observer: InferenceObserver | None = None) -> None:
         self.name = name
         self.device = device
         self._observer = observer
@@ -130,7 +128,7 @@ class ModelSlot:
         observer = self._observer
         if observer is None:
             return
-        observer.observe_inference(self.name, str(self.device), self.mode, seconds)
+        observer.observe_inference(self.name, self.device, self.mode, seconds)
         now = _compile_stats(model)
         before, self._counted = self._counted, now
         observer.add_compile_counts(
@@ -140,7 +138,9 @@ class ModelSlot:
             now.cudagraph_skips - before.cudagraph_skips,
         )
         observer.set_forced_eager(self.name, now.forced_eager is not None)
-        if self.device.type == "cuda":
+        if self.device.startswith("cuda"):
+            import torch  # noqa: PLC0415 - loaded already: the model on this GPU is torch's
+
             observer.set_gpu_memory(
                 torch.cuda.memory_allocated(self.device),
                 torch.cuda.memory_reserved(self.device),

@@ -9,8 +9,6 @@ import torch
 
 from trader.forecast.device import (
     CudaEnvironment,
-    DeviceChoice,
-    DeviceUnavailable,
     GpuVerdict,
     Smoke,
     assess_gpu,
@@ -19,6 +17,7 @@ from trader.forecast.device import (
     no_gpu_reason,
     probe_environment,
 )
+from trader.forecast.device_choice import DeviceChoice, DeviceUnavailable
 from trader.forecast.kernels import capability_text
 from trader.forecast.smoke import SmokeReport
 

@@ -16,7 +16,7 @@ import torch
 from trader.config.schema import Settings
 from trader.domain import Bar, Forecast, Timeframe
 from trader.forecast.build import build_forecaster
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.oneshot import read_bars
 from trader.forecast.protocol import ForecastRequest
 from trader.forecast.random_weights import random_walk_bars, weights_or_random

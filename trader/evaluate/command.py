@@ -108,7 +108,7 @@ def _paths(model: str, folder: Path | None) -> tuple[Path | None, Path | None]:
 
 def _forecasters(settings: Settings, request: EvaluateRequest) -> list[Forecaster]:
     from trader.forecast.build import ModelUnavailable, build_forecaster  # noqa: PLC0415
-    from trader.forecast.device import DeviceUnavailable  # noqa: PLC0415
+    from trader.forecast.device_choice import DeviceUnavailable  # noqa: PLC0415
     from trader.forecast.provenance import origins  # noqa: PLC0415
     from trader.runner import model_device  # noqa: PLC0415
 

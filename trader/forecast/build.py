@@ -12,7 +12,7 @@ from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.protocol import Forecaster, ModelUnavailable
 
 if TYPE_CHECKING:  # torch loads only for the models that need it, never for the baseline
-    from trader.forecast.device import DeviceChoice
+    from trader.forecast.device_choice import DeviceChoice
 
 __all__ = ["ModelUnavailable", "build_forecaster"]
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import platform
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
+from trader.forecast.device_choice import DeviceChoice, DeviceUnavailable
 from trader.forecast.kernels import (
     KernelSupport,
     advice_for,
@@ -27,49 +28,9 @@ from trader.forecast.kernels import (
 )
 from trader.forecast.nvidia import DriverGpu, driver_gpus
 from trader.forecast.smoke import SmokeReport, run_smoke_test
+from trader.logging import adopt_library_loggers
 
 PRECISIONS = ("float32", "bfloat16", "float16")
-
-
-class DeviceUnavailable(Exception):
-    """The device or precision asked for cannot be used here; the message says why and the fix."""
-
-
-def _torch_version() -> str:
-    return torch.__version__
-
-
-def _cuda_build() -> str | None:
-    return torch.version.cuda
-
-
-@dataclass(frozen=True)
-class DeviceChoice:
-    device: torch.device
-    precision: str  # one of PRECISIONS: the autocast dtype of the forward pass
-    reason: str
-    fallback: str | None = None  # why `auto` runs on the CPU, when it does
-    name: str | None = None  # the GPU's (or CPU's) name
-    capability: tuple[int, int] | None = None  # the GPU's compute capability
-    torch: str = field(default_factory=_torch_version)
-    cuda: str | None = field(default_factory=_cuda_build)  # CUDA version torch was built for
-    bf16: bool | None = None  # native bfloat16 on the GPU; None on the CPU (float32 there)
-    kernels: str | None = None  # which of the build's kernels serve the GPU
-
-    def describe(self) -> dict[str, str | None]:
-        """A flat record for the start-up log line, metric labels and the status."""
-        return {
-            "device": str(self.device),
-            "precision": self.precision,
-            "reason": self.reason,
-            "fallback": self.fallback,
-            "name": self.name,
-            "capability": None if self.capability is None else capability_text(self.capability),
-            "torch": self.torch,
-            "cuda": self.cuda,
-            "bf16": None if self.bf16 is None else str(self.bf16).lower(),
-            "kernels": self.kernels,
-        }
 
 
 @dataclass(frozen=True)
@@ -237,6 +198,9 @@ def choose_device(
 ) -> DeviceChoice:
     """`requested` is auto, cpu, cuda or cuda:N; `precision` is auto or one of PRECISIONS.
     `environment` defaults to what torch reports here (tests pass real builds' tables)."""
+    # The first use of torch where a model runs (the daemon loads it only then, after its logs
+    # were configured): torch's import gave its loggers stderr handlers of their own.
+    adopt_library_loggers("torch")
     if requested == "cpu":
         return _cpu(precision, "forecast.device = cpu", None)
     env = environment or probe_environment()
@@ -281,7 +245,7 @@ def _gpu_choice(
         f"{env.build}: {kernels}; smoke test passed"
     )
     return DeviceChoice(
-        torch.device("cuda", gpu.index),
+        str(torch.device("cuda", gpu.index)),
         _gpu_precision(precision, gpu, verdict.bf16),
         reason,
         None,
@@ -302,7 +266,7 @@ def _cpu(
             f"forecast.precision = {precision} runs on GPUs only; the CPU runs float32 "
             "(set forecast.precision = auto or float32)"
         )
-    choice = DeviceChoice(torch.device("cpu"), "float32", reason, fallback, cpu_name())
+    choice = DeviceChoice("cpu", "float32", reason, fallback, cpu_name())
     if env is None:
         return choice
     return replace(choice, torch=env.torch, cuda=env.cuda)

@@ -18,7 +18,8 @@ from trader.config.forecast_settings import ForecastSettings
 from trader.domain import Bar, Forecast
 from trader.exit_codes import EX_DATAERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
-from trader.forecast.device import DeviceUnavailable, choose_device
+from trader.forecast.device import choose_device
+from trader.forecast.device_choice import DeviceUnavailable
 from trader.forecast.protocol import ForecastRequest
 from trader.forecast.provenance import origins as weights_origins
 from trader.market.files.options import AS_WRITTEN, ReadOptions

@@ -112,10 +112,12 @@ def origins(
 ) -> list[Origin]:
     """The origin of each checkpoint `build_forecaster` would load for `name` (none for the
     baseline), found where it would find them, never downloading."""
+    sources = weights_sources(name, settings, model_path=model_path, tokenizer_path=tokenizer_path)
+    if not sources:
+        return []
     from trader.forecast.weights import WeightsUnavailable, locate  # noqa: PLC0415 - torch
 
     token = settings.hf_token.get_secret_value() if settings.hf_token else None
-    sources = weights_sources(name, settings, model_path=model_path, tokenizer_path=tokenizer_path)
     parts = ["predictor", "tokenizer"] if len(sources) == 2 else [""] * len(sources)
     found = []
     for part, source in zip(parts, sources, strict=True):

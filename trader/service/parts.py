@@ -22,7 +22,7 @@ from trader.daemon.ticks import TickLoop
 from trader.domain import Quote
 from trader.engine.pipeline import Engine
 from trader.engine.report import TickReport
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.ledger.nonces import CommandNonces
 from trader.market.hygiene import SkipReason
 from trader.market.replay_calendars import ReplayCalendars

@@ -31,7 +31,7 @@ from trader.domain import DomainError, Timeframe
 from trader.engine.pipeline import Engine
 from trader.exit_codes import EX_CONFIG, EX_DATAERR, EX_IOERR, EX_UNAVAILABLE
 from trader.forecast.build import ModelUnavailable, build_forecaster
-from trader.forecast.device import DeviceChoice, DeviceUnavailable
+from trader.forecast.device_choice import DeviceChoice, DeviceUnavailable
 from trader.forecast.provenance import model_labels
 from trader.ledger.database import Database, LedgerError
 from trader.ledger.funding import read_funding
@@ -89,7 +89,7 @@ class Startup:
         if venue is None:
             return  # a replay with every tick in the ledger already
         await record_run(parts.settings, database, venue, stack, self.log)
-        worker = InferenceWorker(str(device.device))
+        worker = InferenceWorker(device.where)
         engine = await self._recover(stack, database, venue, worker, device)
         lock = asyncio.Lock()
         parts.controller = Controller(
@@ -130,11 +130,11 @@ class Startup:
         for name in model_names(settings):  # trader run said them in its first lines
             for labels in model_labels(name, settings.forecast):
                 metrics.describe_model(labels)
-        if device.device.type == "cpu" and model_names(settings) != ["baseline"]:
+        if device.where == "cpu" and model_names(settings) != ["baseline"]:
             self.log.info("inference threads", torch_threads=leave_a_core_to_the_loop())
         # The series exist from the first scrape, with the mode the settings ask for.
         metrics.prepare_models(
-            (name, str(device.device), runtime(settings, name)) for name in model_names(settings)
+            (name, device.where, runtime(settings, name)) for name in model_names(settings)
         )
         return device
 
@@ -195,7 +195,7 @@ class Startup:
         parts.readiness.add("exchange", self.exchange.check)
         parts.readiness.add("data", partial(health.data_check, parts))
         parts.readiness.mark("model", False, "not loaded yet")
-        parts.slots = [ModelSlot(n, device.device, metrics) for n in model_names(settings)]
+        parts.slots = [ModelSlot(n, device.where, metrics) for n in model_names(settings)]
         hooks = TelemetryHooks(
             metrics, settings.instance, parts.link,
             on_tick=self.ticking.after_report, on_state=self.ticking.on_state,
@@ -275,11 +275,11 @@ class Startup:
                 detail = f"{slot.name}: {type(error).__name__}: {str(error)[:300]}"
                 raise StartupFailed(EX_UNAVAILABLE, "model warm-up", detail) from error
             self.log.info(
-                "model ready", model=slot.name, device=str(device.device), mode=slot.mode,
+                "model ready", model=slot.name, device=device.where, mode=slot.mode,
                 load_s=round(time.perf_counter() - began - warm, 3), warm_up_s=round(warm, 3),
                 forced_eager=slot.compile_stats.forced_eager,
             )  # fmt: skip
-        metrics.prepare_models((s.name, str(device.device), s.mode) for s in parts.slots)
+        metrics.prepare_models((s.name, device.where, s.mode) for s in parts.slots)
         for slot in parts.slots:  # the guard may have given up compiling during the warm-up
             metrics.set_forced_eager(slot.name, slot.compile_stats.forced_eager is not None)
         parts.readiness.mark("model", True, ", ".join(f"{s.name} ({s.mode})" for s in parts.slots))

@@ -27,7 +27,7 @@ def model_fields(parts: Parts) -> dict[str, str | None]:
         "model_mode": slots[0].mode if slots and slots[0].model else None,
     }
     if device is not None:
-        fields |= {"device": str(device.device), "device_fallback": device.fallback}
+        fields |= {"device": device.where, "device_fallback": device.fallback}
     return fields
 
 

@@ -17,6 +17,7 @@ from prometheus_client import (
 )
 
 from trader import __version__
+from trader.forecast.device_choice import torch_build
 from trader.telemetry.labels import (
     COMMAND_RESULTS,
     COMMANDS,
@@ -142,11 +143,8 @@ class DaemonMetrics:
 
 
 def build_labels() -> dict[str, str]:
-    labels = {"version": __version__, "python": platform.python_version()}
-    try:
-        import torch  # noqa: PLC0415 - the daemon has it loaded already; tools may not
-
-        labels |= {"torch": torch.__version__, "cuda": torch.version.cuda or ""}
-    except ImportError:  # pragma: no cover - torch is a dependency
-        labels |= {"torch": "", "cuda": ""}
-    return labels
+    torch, cuda = torch_build()  # a baseline daemon never loads torch
+    return {
+        "version": __version__, "python": platform.python_version(), "torch": torch,
+        "cuda": cuda or "",
+    }  # fmt: skip

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from trader.doctor.devices import DeviceFindings, examine_devices
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.training.distributed import World
 
 

@@ -22,7 +22,7 @@ from trader.config.finetune_settings import FinetuneSettings
 from trader.config.forecast_settings import ForecastSettings
 from trader.forecast.baseline import BaselineForecaster
 from trader.forecast.build import build_forecaster
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.protocol import ForecastRequest
 from trader.skill import Figures, as_returns, forecast_table, score
 from trader.training.base import Base

@@ -13,13 +13,8 @@ from structlog.testing import capture_logs
 
 from tests.unit.forecast.test_kernels import CU124_26, CU128_27
 from trader.config.schema import Settings
-from trader.forecast.device import (
-    CudaEnvironment,
-    DeviceUnavailable,
-    Gpu,
-    choose_device,
-    probe_environment,
-)
+from trader.forecast.device import CudaEnvironment, Gpu, choose_device, probe_environment
+from trader.forecast.device_choice import DeviceUnavailable
 from trader.forecast.nvidia import DriverGpu, parse_gpu_query
 from trader.forecast.smoke import Check, SmokeReport, run_smoke_test
 

@@ -11,7 +11,6 @@ from decimal import Decimal
 from itertools import pairwise
 
 import pytest
-import torch
 from prometheus_client import CollectorRegistry
 
 from tests.unit.engine.builders import T0, quote
@@ -191,7 +190,7 @@ def test_a_model_the_guard_switched_to_eager_is_flagged():
     m = metrics()
     m.prepare_models([("toto", "cpu", "compile")])
     assert get(m, "trader_model_forced_eager", model="toto") == 0
-    slot = ModelSlot("toto", torch.device("cpu"), m)
+    slot = ModelSlot("toto", "cpu", m)
     slot.load(Compiled())  # type: ignore[arg-type]
     slot.forecast([])
     assert get(m, "trader_model_forced_eager", model="toto") == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trader.config.forecast_settings import TotoSettings
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.toto.forecaster import TotoForecaster
 from trader.forecast.toto.loading import load_toto
 

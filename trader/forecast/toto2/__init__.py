@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trader.config.forecast_settings import Toto2Settings
-from trader.forecast.device import DeviceChoice
+from trader.forecast.device_choice import DeviceChoice
 from trader.forecast.toto2.forecaster import Toto2Forecaster
 from trader.forecast.toto2.loading import LoadedToto2, load_toto2
 from trader.logging import get_logger
