@@ -28,8 +28,12 @@ SESSION_AWARE = (
     "TraderTicksDegraded",
     "TraderDataSkipping",
     "TraderMissedTicks",
-    "TraderDown",
 )
+# The alert that judges a daemon by Prometheus's scrapes of it (`up`), whatever its market: one
+# scrape a starved test machine answers late makes it pending, no outage; the rule waits out
+# eight scrapes (2m of 15 s), and a test judges it by firing after as many of its own.
+SCRAPED = "TraderDown"
+SCRAPES_TO_FIRE = 8
 
 
 def time_lapsed(alerts: Sequence[str], speed: float, floor_s: float = 1.0) -> dict[str, str]:

@@ -10,8 +10,9 @@ as long in venue time as it would live.
   to Monday afternoon: none of the session-aware alerts is even pending in Friday's session,
   while the market is closed, or in Monday's session once the open's first quote poll is in
   (until then the quote is Friday's: QuoteStale may pend, as live, and its `for:` covers
-  it), and no alert fires at all (the session-aware ones with `for:` time-lapsed), while its
-  clock is not a simulated one (trader_clock_simulated 0: nothing silenced).
+  it), and no alert fires at all (the session-aware ones with `for:` time-lapsed; TraderDown,
+  judged by scrapes, after eight failed ones as the real rule), while its clock is not a
+  simulated one (trader_clock_simulated 0: nothing silenced).
 - The same kind of daemon (minute bars, 60x) in session: its quotes stop (the venue answers
   without them) while its bars go on, and TraderQuoteStale fires; it was quiet before.
 - A 24/7 crypto daemon on minute bars (6x, the ccxt emulator) whose tick hangs on a bars
@@ -40,6 +41,8 @@ import pytest
 from tests.integration.daemon import metrics_port, running, stop, ticks
 from tests.integration.emulated import live_env, recorded_bars
 from tests.integration.market_alerts import (
+    SCRAPED,
+    SCRAPES_TO_FIRE,
     SESSION_AWARE,
     accelerated_venue,
     first,
@@ -120,7 +123,7 @@ def new_york_days(stamps: list[str]) -> set[date]:
 
 
 def test_the_alerts_under_test_are_the_projects():
-    names = {*SESSION_AWARE, "TraderCalendarEndsSoon", "TraderCalendarFallback"}
+    names = {*SESSION_AWARE, SCRAPED, "TraderCalendarEndsSoon", "TraderCalendarFallback"}
     for alert in sorted(names):
         rule_for(alert)  # AssertionError: no such alert in the project's rules
     assert seconds(rule_for("TraderQuoteStale")) > 0, "QuoteStale pages on one evaluation"
@@ -159,10 +162,13 @@ OPEN_GRACE_S = 4.5
 @pytest.mark.timeout(400)
 def test_a_stock_daemon_over_a_weekend_raises_no_alert(cli, tmp_path):
     # At 3600x every `for:` would shrink below a second: floored at three of this Prometheus's
-    # one-second scrapes (each with a one-second timeout), so one scrape slowed by a busy
-    # machine does not page where the real rule waits out eight (TraderDown: 2m of 15 s
-    # scrapes); an alert held over the 65 wall seconds of the weekend still fires.
-    lapsed = time_lapsed(SESSION_AWARE, WEEKEND_SPEED, floor_s=3.0)
+    # one-second evaluations, and TraderDown's at eight of its one-second scrapes (each with a
+    # one-second timeout) as the real rule waits out eight, so a scrape or two slowed by a
+    # busy machine page nothing; an alert held over the 65 wall seconds of the weekend still
+    # fires (a daemon that stopped answering: TraderDown).
+    lapsed = time_lapsed(SESSION_AWARE, WEEKEND_SPEED, floor_s=3.0) | time_lapsed(
+        [SCRAPED], WEEKEND_SPEED, floor_s=float(SCRAPES_TO_FIRE)
+    )
     rules = shortened_rules(tmp_path / "rules", lapsed)
     sandbox, ready = stock_sandbox(tmp_path, FRIDAY, "1h", "1")
     env = daemon_env(tmp_path, ready) | quote_settings(WEEKEND_SPEED)
